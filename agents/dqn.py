@@ -1,0 +1,170 @@
+"""DQN (Mnih et al., 2015) from pluggable parts: network, TD target, loss, target updater,
+gradient processor, optimizer, replay and exploration schedule are each one gin binding.
+
+Acting: epsilon-greedy on the online network. Small MLPs act from a numpy copy of the weights
+(refreshed after every learner call); other networks through one compiled forward pass.
+Learning: every `train_freq` steps after `learning_starts`, `gradient_steps` batches are sampled
+at once and the learner runs them all in one compiled call.
+"""
+
+from collections.abc import Callable
+
+import gin
+import gymnasium as gym
+import keras
+import numpy as np
+import tensorflow as tf
+
+from agents.base import Agent, Transition
+from framework import networks
+from framework.exploration import LinearSchedule
+from framework.gradient_processors import GradientProcessor
+from framework.learner import Learner
+from framework.losses import TDHuberLoss
+from framework.replay import UniformReplay
+from framework.target_updaters import HardUpdate, TargetUpdater
+from framework.targets import QLearningTarget
+
+
+@gin.configurable
+class DQNAgent(Agent):
+    def __init__(
+        self,
+        observation_space: gym.Space,
+        action_space: gym.Space,
+        seed: int,
+        network: Callable[..., keras.Model] = networks.mlp,
+        loss: Callable | None = None,
+        td_target: Callable | None = None,
+        optimizer: keras.optimizers.Optimizer | None = None,
+        gradient_processor: GradientProcessor | None = None,
+        target_updater: TargetUpdater | None = None,
+        replay: Callable[..., UniformReplay] = UniformReplay,
+        epsilon: Callable[[int], float] | None = None,
+        eval_epsilon: float = 0.0,
+        gamma: float = 0.99,
+        n_step: int = 1,
+        batch_size: int = 64,
+        learning_starts: int = 1_000,
+        train_freq: int = 4,
+        gradient_steps: int = 1,
+    ):
+        super().__init__(observation_space, action_space, seed)
+        if not isinstance(action_space, gym.spaces.Discrete):
+            raise ValueError(f"DQNAgent needs a Discrete action space, got {action_space}.")
+        for name, value in [("batch_size", batch_size), ("train_freq", train_freq)]:
+            if value < 1:
+                raise ValueError(f"DQNAgent.{name} must be >= 1, got {value}.")
+        if gradient_steps < 1:
+            raise ValueError(f"DQNAgent.gradient_steps must be >= 1, got {gradient_steps}.")
+        self.num_actions = int(action_space.n)
+        self.batch_size = batch_size
+        self.learning_starts = learning_starts
+        self.train_freq = train_freq
+        self.gradient_steps = gradient_steps
+        self.epsilon = epsilon or LinearSchedule()
+        self.eval_epsilon = eval_epsilon
+        self.loss = loss or TDHuberLoss()
+        self.td_target = td_target or QLearningTarget()
+        shape = observation_space.shape
+        self.online = network(shape, self.num_actions)
+        self.target = network(shape, self.num_actions)
+        self.target.set_weights(self.online.get_weights())
+        self.replay = replay(
+            observation_shape=shape,
+            observation_dtype=observation_space.dtype,
+            n_step=n_step,
+            gamma=gamma,
+        )
+        self.learner = Learner(
+            self._loss,
+            self.online.trainable_variables,
+            optimizer or keras.optimizers.Adam(1e-4),
+            gradient_processor,
+            target_updater or HardUpdate(),
+            online_variables=self.online.weights,
+            target_variables=self.target.weights,
+        )
+        if networks.NumpyForward.supports(self.online):
+            self._q_values = networks.NumpyForward(self.online)
+        else:
+            self._q_values = _CompiledForward(self.online)
+        self.steps = 0  # transitions observed; drives epsilon and the training schedule
+
+    def act(self, observation: np.ndarray, explore: bool) -> int:
+        epsilon = self.epsilon(self.steps) if explore else self.eval_epsilon
+        if epsilon > 0 and self.rng.random() < epsilon:
+            return int(self.rng.integers(self.num_actions))
+        return int(np.argmax(self._q_values(observation[None])[0]))
+
+    def observe(self, transition: Transition) -> None:
+        self.replay.add(*transition)
+        self.steps += 1
+
+    def update(self) -> dict[str, tf.Tensor]:
+        if self.steps < self.learning_starts or self.steps % self.train_freq:
+            return {}
+        batches = self.replay.sample_stack(self.gradient_steps, self.batch_size, self.rng)
+        metrics = self.learner.run(batches)
+        self._q_values.refresh()
+        return {
+            **metrics,
+            "epsilon": self.epsilon(self.steps),
+            "replay_size": float(len(self.replay)),
+        }
+
+    def _loss(self, batch):
+        q_values = self.online(batch["observation"])  # [B, A]
+        q_selected = tf.gather(q_values, tf.cast(batch["action"], tf.int32), axis=-1, batch_dims=1)
+        next_observation = batch["next_observation"]
+        targets = self.td_target(
+            batch["reward"],
+            batch["discount"],
+            self.online(next_observation),
+            self.target(next_observation),
+        )  # [B]
+        return self.loss(q_selected, targets)
+
+    def checkpoint_items(self):
+        return {"online": self.online, "target": self.target, "learner": self.learner}
+
+    def restored(self) -> None:
+        self._q_values.refresh()
+
+    def extra_state(self):
+        return {**super().extra_state(), "steps": self.steps}
+
+    def load_extra_state(self, state) -> None:
+        super().load_extra_state(state)
+        self.steps = state["steps"]
+
+    def save_extras(self, directory: str) -> None:
+        super().save_extras(directory)
+        self.replay.save(f"{directory}/replay.npz")
+
+    def restore_extras(self, directory: str) -> None:
+        super().restore_extras(directory)
+        self.replay.load(f"{directory}/replay.npz")
+
+    def diagnostics(self, observation: np.ndarray) -> dict[str, float]:
+        q_values = self._q_values(observation[None])[0]
+        metrics = {"policy/max_q": float(q_values.max())}
+        if self.num_actions <= 16:
+            metrics.update({f"policy/q_{i}": float(q) for i, q in enumerate(q_values)})
+        return metrics
+
+    def histogram_variables(self) -> dict[str, tf.Variable]:
+        return {v.path: v for v in self.online.weights}
+
+
+class _CompiledForward:
+    """Q-values through one compiled call, for networks where numpy does not pay (conv nets)."""
+
+    def __init__(self, model: keras.Model):
+        self._forward = tf.function(model, reduce_retracing=True)
+
+    def refresh(self) -> None:
+        """The compiled call reads the live variables: nothing to copy."""
+
+    def __call__(self, observations: np.ndarray) -> np.ndarray:
+        return self._forward(observations).numpy()

@@ -1,0 +1,147 @@
+"""REINFORCE (Williams, 1992) for discrete actions, with an optional learned baseline.
+
+After each `episodes_per_update` episodes: returns-to-go `G_t = sum_k gamma^k r_{t+k}`,
+optionally standardised, minus an optional state-value baseline V(s_t), weight the policy's
+cross-entropy pseudo-loss; V is fitted to G_t by least squares in the same gradient step.
+"""
+
+from collections.abc import Callable
+
+import gin
+import gymnasium as gym
+import keras
+import numpy as np
+import tensorflow as tf
+
+from agents.base import Agent, Transition
+from framework import networks
+from framework.gradient_processors import GradientProcessor
+from framework.learner import Learner
+from framework.losses import PolicyGradientLoss
+
+
+def discounted_returns(rewards: np.ndarray, gamma: float) -> np.ndarray:
+    """Returns-to-go of one episode: G_t = r_t + gamma * G_{t+1}, G_T = 0."""
+    returns = np.zeros(len(rewards), dtype=np.float64)
+    running = 0.0
+    for t in reversed(range(len(rewards))):
+        running = rewards[t] + gamma * running
+        returns[t] = running
+    return returns.astype(np.float32)
+
+
+@gin.configurable
+class ReinforceAgent(Agent):
+    def __init__(
+        self,
+        observation_space: gym.Space,
+        action_space: gym.Space,
+        seed: int,
+        network: Callable[..., keras.Model] = networks.mlp,
+        loss: PolicyGradientLoss | None = None,
+        optimizer: keras.optimizers.Optimizer | None = None,
+        gradient_processor: GradientProcessor | None = None,
+        gamma: float = 0.99,
+        use_baseline: bool = False,
+        baseline_loss_coef: float = 0.5,
+        normalize_returns: bool = False,
+        episodes_per_update: int = 1,
+    ):
+        super().__init__(observation_space, action_space, seed)
+        if not isinstance(action_space, gym.spaces.Discrete):
+            raise ValueError(f"ReinforceAgent needs a Discrete action space, got {action_space}.")
+        if episodes_per_update < 1:
+            raise ValueError(f"episodes_per_update must be >= 1, got {episodes_per_update}.")
+        self.num_actions = int(action_space.n)
+        self.gamma = gamma
+        self.normalize_returns = normalize_returns
+        self.episodes_per_update = episodes_per_update
+        self.baseline_loss_coef = baseline_loss_coef
+        shape = observation_space.shape
+        self.policy = network(shape, self.num_actions)
+        self.baseline = network(shape, 1) if use_baseline else None
+        self._policy_numpy = networks.NumpyForward(self.policy)
+        self.loss = loss or PolicyGradientLoss()
+        variables = list(self.policy.trainable_variables)
+        if self.baseline is not None:
+            variables += self.baseline.trainable_variables
+        self.learner = Learner(
+            self._loss,
+            variables,
+            optimizer or keras.optimizers.Adam(1e-3),
+            gradient_processor,
+        )
+        self._episode: list[Transition] = []
+        self._finished: list[list[Transition]] = []
+
+    def act(self, observation: np.ndarray, explore: bool) -> int:
+        logits = self._policy_numpy(observation[None])[0]  # [A]
+        if not explore:
+            return int(np.argmax(logits))
+        probs = _softmax(logits)
+        return int(self.rng.choice(self.num_actions, p=probs))
+
+    def observe(self, transition: Transition) -> None:
+        self._episode.append(transition)
+        if transition.terminated or transition.truncated:
+            self._finished.append(self._episode)
+            self._episode = []
+
+    def update(self) -> dict[str, tf.Tensor]:
+        if len(self._finished) < self.episodes_per_update:
+            return {}
+        batch = self._batch(self._finished)
+        self._finished = []
+        metrics = self.learner.run(batch)
+        self._policy_numpy.refresh()
+        return metrics
+
+    def _batch(self, episodes: list[list[Transition]]) -> dict[str, np.ndarray]:
+        """Concatenated steps of the finished episodes, as a stack of one batch."""
+        returns = np.concatenate(
+            [discounted_returns(np.array([t.reward for t in ep]), self.gamma) for ep in episodes]
+        )
+        if self.normalize_returns:
+            returns = (returns - returns.mean()) / (returns.std() + 1e-8)
+        steps = [t for ep in episodes for t in ep]
+        return {
+            "observation": np.stack([t.observation for t in steps])[None].astype(np.float32),
+            "action": np.array([t.action for t in steps], dtype=np.int32)[None],
+            "return": returns[None],
+        }
+
+    def _loss(self, batch):
+        logits = self.policy(batch["observation"])  # [T, A]
+        returns = batch["return"]  # [T]
+        if self.baseline is None:
+            return self.loss(logits, batch["action"], returns)
+        values = tf.squeeze(self.baseline(batch["observation"]), -1)  # [T]
+        policy_loss, extras = self.loss(logits, batch["action"], returns - tf.stop_gradient(values))
+        value_loss = tf.reduce_mean(tf.square(returns - values))
+        extras = {**extras, "value_loss": value_loss, "mean_value": tf.reduce_mean(values)}
+        return policy_loss + self.baseline_loss_coef * value_loss, extras
+
+    def checkpoint_items(self):
+        items = {"policy": self.policy, "learner": self.learner}
+        if self.baseline is not None:
+            items["baseline"] = self.baseline
+        return items
+
+    def restored(self) -> None:
+        self._policy_numpy.refresh()
+
+    def diagnostics(self, observation: np.ndarray) -> dict[str, float]:
+        probs = _softmax(self._policy_numpy(observation[None])[0])
+        entropy = float(-np.sum(probs * np.log(probs + 1e-12)))
+        metrics = {"policy/entropy": entropy}
+        if self.num_actions <= 16:
+            metrics.update({f"policy/prob_{i}": float(p) for i, p in enumerate(probs)})
+        return metrics
+
+    def histogram_variables(self) -> dict[str, tf.Variable]:
+        return {v.path: v for v in self.policy.weights}
+
+
+def _softmax(logits: np.ndarray) -> np.ndarray:
+    z = np.exp(logits - logits.max())
+    return z / z.sum()

@@ -1,0 +1,85 @@
+"""Throughput and learning-quality figures for named configs, printed as one table per config.
+
+  python -m experiments.benchmark --configs=gin_configs/dqn/cartpole.gin --seeds=5
+
+Each (config, seed) trains in its own process. Runs go one at a time by default so that the
+steps/s figures are not skewed by each other; `--parallel` trades that for wall-clock.
+"""
+
+import concurrent.futures
+import multiprocessing
+import os
+import tempfile
+import time
+
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
+
+import numpy as np
+from absl import app, flags
+
+FLAGS = flags.FLAGS
+flags.DEFINE_multi_string("configs", ["gin_configs/dqn/cartpole.gin"], "Gin files to compare.")
+flags.DEFINE_multi_string("gin_bindings", [], "Extra bindings applied to every config.")
+flags.DEFINE_integer("seeds", 5, "Seeds 0..seeds-1 per config.")
+flags.DEFINE_integer("num_steps", None, "Overrides Runner.num_steps.")
+flags.DEFINE_float("threshold", 475.0, "Eval return that counts as solved.")
+flags.DEFINE_integer("parallel", 1, "Runs at once (skews steps/s when > 1).")
+
+
+def train_once(gin_file: str, bindings: list[str], seed: int) -> dict:
+    """Trains one seed in this process; returns timings and the eval curve."""
+    import agents  # noqa: F401  (registers configurables)
+    from framework import config
+    from framework.runner import Runner
+
+    config.parse([gin_file], [*bindings, f"Runner.seed = {seed}"])
+    with tempfile.TemporaryDirectory() as base_dir:
+        runner = Runner(base_dir)
+        start = time.perf_counter()
+        curve = runner.run()
+        seconds = time.perf_counter() - start
+    return {"seed": seed, "seconds": seconds, "steps": runner.num_steps, "curve": curve}
+
+
+def steps_to_threshold(curve: list[tuple[int, float]], threshold: float) -> int | None:
+    return next((step for step, value in curve if value >= threshold), None)
+
+
+def summarize(gin_file: str, results: list[dict], threshold: float) -> str:
+    lines = [f"== {gin_file}", "seed  steps/s  final_eval  best_eval  steps_to_threshold"]
+    for r in sorted(results, key=lambda r: r["seed"]):
+        final, best = r["curve"][-1][1], max(v for _, v in r["curve"])
+        reached = steps_to_threshold(r["curve"], threshold)
+        lines.append(
+            f"{r['seed']:>4}  {r['steps'] / r['seconds']:>7.0f}  {final:>10.1f}  {best:>9.1f}  "
+            f"{reached if reached is not None else '-':>18}"
+        )
+    speeds = [r["steps"] / r["seconds"] for r in results]
+    finals = [r["curve"][-1][1] for r in results]
+    solved = sum(steps_to_threshold(r["curve"], threshold) is not None for r in results)
+    lines.append(
+        f"mean  {np.mean(speeds):>7.0f}  {np.mean(finals):>10.1f} +- {np.std(finals):.1f}  "
+        f"reached {threshold:g} in {solved}/{len(results)} seeds"
+    )
+    return "\n".join(lines)
+
+
+def main(argv: list[str]) -> None:
+    del argv
+    bindings = list(FLAGS.gin_bindings)
+    if FLAGS.num_steps is not None:
+        bindings.append(f"Runner.num_steps = {FLAGS.num_steps}")
+    context = multiprocessing.get_context("spawn")
+    with concurrent.futures.ProcessPoolExecutor(FLAGS.parallel, mp_context=context) as pool:
+        jobs = {
+            gin_file: [
+                pool.submit(train_once, gin_file, bindings, seed) for seed in range(FLAGS.seeds)
+            ]
+            for gin_file in FLAGS.configs
+        }
+        for gin_file, futures in jobs.items():
+            print(summarize(gin_file, [f.result() for f in futures], FLAGS.threshold), flush=True)
+
+
+if __name__ == "__main__":
+    app.run(main)

@@ -1,0 +1,135 @@
+"""Train and evaluate an agent from gin configs: `python -m experiments.run --gin_file=...`.
+
+With no flags it trains the default config (DQN on CartPole) into a fresh folder under runs/.
+Starting it again on the same --base_dir resumes from the newest complete checkpoint.
+"""
+
+import contextlib
+import os
+import sys
+
+
+@contextlib.contextmanager
+def _native_stderr_silenced():
+    """Hides what TF's C++ core prints while it loads (oneDNN, CUDA probing).
+
+    TF 2.21 writes these before its logging is initialised, so TF_CPP_MIN_LOG_LEVEL does not
+    reach them; Python errors raised inside still print, after the descriptor is restored.
+    """
+    saved = os.dup(2)
+    with open(os.devnull, "w") as devnull:
+        os.dup2(devnull.fileno(), 2)
+    try:
+        yield
+    finally:
+        os.dup2(saved, 2)
+        os.close(saved)
+
+
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+with _native_stderr_silenced():
+    import tensorflow as tf
+
+    tf.config.list_physical_devices()  # device probing logs too; do it while silenced
+
+import datetime  # noqa: E402
+import json  # noqa: E402
+
+import gin  # noqa: E402
+from absl import app, flags, logging  # noqa: E402
+
+import agents  # noqa: E402,F401  (registers every agent's configurables)
+from framework import config  # noqa: E402
+from framework.checkpointing import CheckpointError  # noqa: E402
+from framework.runner import NonFiniteError, Runner  # noqa: E402
+
+DEFAULT_GIN_FILE = "gin_configs/dqn/cartpole.gin"
+
+FLAGS = flags.FLAGS
+flags.DEFINE_multi_string("gin_file", [DEFAULT_GIN_FILE], "Gin config file(s); later ones win.")
+flags.DEFINE_multi_string("gin_bindings", [], "Gin bindings, e.g. 'Runner.num_steps = 1000'.")
+flags.DEFINE_string("base_dir", None, "The run's folder (default: a fresh one under runs/).")
+flags.DEFINE_integer("seed", None, "Seed for everything; overrides Runner.seed.")
+flags.DEFINE_bool("dry_run", False, "Parse, build env and agent, print the config, and exit.")
+flags.DEFINE_bool("strict", False, "Fail, instead of warning, on bindings that nothing used.")
+
+
+class UsageError(Exception):
+    """Bad input, reported as one paragraph and a non-zero exit."""
+
+
+def _default_base_dir() -> str:
+    name = os.path.splitext(os.path.basename(FLAGS.gin_file[-1]))[0]
+    family = os.path.basename(os.path.dirname(FLAGS.gin_file[-1])) or "run"
+    stamp = datetime.datetime.now().strftime("%Y%m%d-%H%M%S")
+    return os.path.join("runs", f"{family}_{name}_{stamp}")
+
+
+def build_runner(base_dir: str) -> Runner:
+    """Parses the flags' gin config and builds the runner (environment and agent), or raises."""
+    bindings = list(FLAGS.gin_bindings)
+    if FLAGS.seed is not None:
+        bindings.append(f"Runner.seed = {FLAGS.seed}")
+    try:
+        config.parse(FLAGS.gin_file, bindings)
+        runner = Runner(base_dir)
+    except (ValueError, ImportError, TypeError) as error:
+        raise UsageError(" ".join(str(error).split())) from error
+    unused = config.unused_bindings()
+    for binding in unused:
+        logging.warning("Binding %s was never used by any part this config builds.", binding)
+    if unused and FLAGS.strict:
+        raise UsageError(
+            f"--strict: these bindings were never used: {', '.join(unused)}. Check their "
+            "spelling and scope, or remove them."
+        )
+    return runner
+
+
+def train(base_dir: str) -> None:
+    runner = build_runner(base_dir)
+    if FLAGS.dry_run:
+        print(gin.operative_config_str())
+        return
+    os.makedirs(base_dir, exist_ok=True)
+    logging.info("Run folder: %s (tensorboard --logdir %s)", base_dir, base_dir)
+    metadata = config.run_metadata(runner.seed)
+    with open(os.path.join(base_dir, "metadata.json"), "w") as f:
+        json.dump(metadata, f, indent=2)
+    _write_operative_config(base_dir)
+    texts = {
+        "config": gin.markdown(gin.operative_config_str()),
+        "metadata": "\n\n".join(f"{key}: {value}" for key, value in metadata.items()),
+    }
+    try:
+        runner.run(texts)
+    except (NonFiniteError, CheckpointError) as error:
+        raise UsageError(str(error)) from error
+    finally:
+        _write_operative_config(base_dir)  # parts first called during training now appear
+    logging.info("Done: %s", base_dir)
+
+
+def _write_operative_config(base_dir: str) -> None:
+    path = os.path.join(base_dir, "config.gin")
+    with open(path + ".tmp", "w") as f:
+        f.write(gin.operative_config_str())
+    os.replace(path + ".tmp", path)
+
+
+def main(argv: list[str]) -> None:
+    if len(argv) > 1:
+        raise app.UsageError(f"Unexpected arguments: {argv[1:]}")
+    try:
+        train(FLAGS.base_dir or _default_base_dir())
+    except UsageError as error:
+        print(f"experiments.run: error: {error}", file=sys.stderr)
+        sys.exit(1)
+
+
+def run_main() -> None:
+    app.run(main)
+
+
+if __name__ == "__main__":
+    run_main()

@@ -1,0 +1,136 @@
+"""Gin configuration: locating files, parsing with clear errors, accounting for every binding."""
+
+import difflib
+import importlib.metadata
+import importlib.resources
+import inspect
+import os
+import re
+import subprocess
+import sys
+from collections.abc import Sequence
+
+import gin
+
+
+class ConfigError(ValueError):
+    """A bad gin file or binding; the message names the culprit and what is allowed."""
+
+
+def resolve_gin_file(path: str) -> str:
+    """`path` as given if it exists, else relative to the installed `gin_configs` package."""
+    if os.path.exists(path):
+        return path
+    relative = path.removeprefix("gin_configs/")
+    packaged = importlib.resources.files("gin_configs").joinpath(relative)
+    if packaged.is_file():
+        return str(packaged)
+    available = sorted(
+        str(p.relative_to(importlib.resources.files("gin_configs")))
+        for p in _gin_files(importlib.resources.files("gin_configs"))
+    )
+    raise ConfigError(
+        f"Gin file {path!r} does not exist (looked relative to {os.getcwd()!r} and in the "
+        f"installed gin_configs package). Available configs: {', '.join(available)}."
+    )
+
+
+def _gin_files(root) -> list:
+    found = []
+    for entry in root.iterdir():
+        if entry.is_dir():
+            found += _gin_files(entry)
+        elif entry.name.endswith(".gin"):
+            found.append(entry)
+    return found
+
+
+def _registered_names() -> list[str]:
+    names = set()
+    for selector in gin.config._REGISTRY._selector_map:  # no public listing exists
+        names.add(selector)
+        names.add(selector.rsplit(".", 1)[-1])
+    return sorted(names)
+
+
+def _explain(error: Exception) -> str:
+    """gin's message, plus close matches for an unknown configurable or parameter."""
+    message = str(error).strip()
+    hint = ""
+    unknown = re.search(r"No configurable matching (?:reference )?'@?([\w./]+?)(?:\(\))?'", message)
+    if unknown:
+        close = difflib.get_close_matches(unknown.group(1), _registered_names(), n=3)
+        hint = f" Did you mean {' or '.join(map(repr, close))}?" if close else ""
+    parameter = re.search(
+        r"Configurable '([\w.]+)' doesn't have a parameter named '(\w+)'", message
+    )
+    if parameter:
+        configurable = gin.config._REGISTRY.get_match(parameter.group(1))
+        if configurable is not None:
+            allowed = _parameters(configurable)
+            close = difflib.get_close_matches(parameter.group(2), allowed, n=2)
+            hint = f" Its parameters are: {', '.join(allowed)}."
+            hint += f" Did you mean {' or '.join(map(repr, close))}?" if close else ""
+    return " ".join(message.split()) + hint
+
+
+def _parameters(configurable) -> list[str]:
+    function = configurable.wrapped
+    function = function.__init__ if inspect.isclass(function) else function
+    return [
+        name
+        for name in inspect.signature(function).parameters
+        if name not in ("self", "args", "kwargs")
+    ]
+
+
+def parse(gin_files: Sequence[str], bindings: Sequence[str]) -> list[str]:
+    """Parses files then bindings (later ones win); returns the resolved file paths.
+
+    Every configurable must already be registered (import the agents first), so that an unknown
+    name or parameter fails here, before anything is built or written.
+    """
+    resolved = [resolve_gin_file(path) for path in gin_files]
+    gin.add_config_file_search_path(str(importlib.resources.files("gin_configs")))
+    try:
+        gin.parse_config_files_and_bindings(resolved, bindings, finalize_config=False)
+    except (ValueError, SyntaxError, KeyError) as error:
+        raise ConfigError(f"Bad gin configuration: {_explain(error)}") from error
+    return resolved
+
+
+def unused_bindings() -> list[str]:
+    """Bindings that no configurable read so far (a part the config never builds, a bad scope)."""
+    operative = gin.config._OPERATIVE_CONFIG  # no public API compares the two
+    unused = []
+    for (scope, selector), parameters in gin.config._CONFIG.items():
+        used = operative.get((scope, selector), {})
+        for name in parameters:
+            if name not in used:
+                short = selector.rsplit(".", 1)[-1]
+                unused.append(f"{scope + '/' if scope else ''}{short}.{name}")
+    return sorted(unused)
+
+
+def run_metadata(seed: int) -> dict[str, str]:
+    """What reproduces a run besides its config: command, seed, versions, git commit."""
+    metadata = {"command": " ".join([sys.executable, "-m", "experiments.run", *sys.argv[1:]])}
+    metadata["seed"] = str(seed)
+    metadata["python"] = sys.version.split()[0]
+    for package in ("tensorflow", "keras", "gymnasium", "gin-config", "numpy"):
+        try:
+            metadata[package] = importlib.metadata.version(package)
+        except importlib.metadata.PackageNotFoundError:
+            metadata[package] = "not installed"
+    try:
+        commit = subprocess.run(
+            ["git", "rev-parse", "HEAD"],
+            capture_output=True,
+            text=True,
+            cwd=os.path.dirname(os.path.abspath(__file__)),
+            check=True,
+        ).stdout.strip()
+        metadata["git_commit"] = commit
+    except (OSError, subprocess.CalledProcessError):
+        metadata["git_commit"] = "none"
+    return metadata

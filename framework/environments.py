@@ -1,0 +1,147 @@
+"""Environment factories: a Gaussian multi-armed bandit, any gymnasium id, and Atari preprocessing.
+
+Both factories return an unseeded environment: the caller seeds it with `env.reset(seed=...)`
+and `env.action_space.seed(...)`, so one seed in the experiment controls everything.
+"""
+
+import difflib
+from collections.abc import Sequence
+from typing import Any
+
+import gin
+import gymnasium
+import numpy as np
+from gymnasium import spaces
+
+BANDIT_ID = "MultiArmedBandit-v0"
+
+
+@gin.configurable
+class MultiArmedBanditEnv(gymnasium.Env):
+    """A k-armed bandit with Gaussian rewards, as a one-step episodic gymnasium environment.
+
+    The smallest environment a value-based agent can be tested on: the optimal Q-values are
+    the arm means, so a learner can be checked against known numbers. The observation carries
+    no information (always `[1.0]`) and every episode is a single pull.
+    """
+
+    metadata = {"render_modes": []}
+
+    def __init__(
+        self,
+        means: Sequence[float] = (0.2, 0.5, 0.7, 0.4),
+        stds: Sequence[float] | float = 1.0,
+    ):
+        if len(means) < 2:
+            raise ValueError(f"A bandit needs at least 2 arms, got means={list(means)}.")
+        self.means = np.asarray(means, dtype=np.float64)
+        num_arms = len(self.means)
+        if np.ndim(stds) == 0:
+            stds = [stds] * num_arms
+        if len(stds) != num_arms:
+            raise ValueError(
+                f"stds={list(stds)} has {len(stds)} entries but there are {num_arms} arms "
+                "(give one std per arm, or a single float for all)."
+            )
+        if any(std < 0 for std in stds):
+            raise ValueError(f"stds must be non-negative, got stds={list(stds)}.")
+        self.stds = np.asarray(stds, dtype=np.float64)
+        self.observation_space = spaces.Box(low=1.0, high=1.0, shape=(1,), dtype=np.float32)
+        self.action_space = spaces.Discrete(num_arms)
+
+    def reset(
+        self, *, seed: int | None = None, options: dict[str, Any] | None = None
+    ) -> tuple[np.ndarray, dict[str, Any]]:
+        super().reset(seed=seed)  # Seeds self.np_random, which draws the rewards.
+        return np.ones(1, dtype=np.float32), {}
+
+    def step(self, action: int) -> tuple[np.ndarray, float, bool, bool, dict[str, Any]]:
+        if not self.action_space.contains(action):
+            raise ValueError(f"action={action!r} is not an arm in {self.action_space}.")
+        reward = float(self.np_random.normal(self.means[action], self.stds[action]))
+        info = {"arm_mean": float(self.means[action])}
+        return np.ones(1, dtype=np.float32), reward, True, False, info
+
+
+if BANDIT_ID not in gymnasium.registry:  # Re-importing (e.g. a module reload) must not warn.
+    gymnasium.register(id=BANDIT_ID, entry_point=MultiArmedBanditEnv)
+
+
+class UnknownEnvironmentError(ValueError):
+    """An environment id that is not registered; the message suggests close matches."""
+
+
+def _register_ale_envs() -> None:
+    """Registers the `ALE/...` ids, which gymnasium only knows once ale_py is imported."""
+    try:
+        import ale_py
+    except ImportError as error:
+        raise ImportError(
+            "Atari environments (ids starting with 'ALE/') need ale-py: install the atari extra "
+            "with `pip install -e .[atari]`."
+        ) from error
+    gymnasium.register_envs(ale_py)
+
+
+def _check_env_id(env_id: str) -> None:
+    """Fails early with a readable message, as gymnasium's own error for a typo is unclear."""
+    if env_id.startswith("ALE/"):
+        _register_ale_envs()
+    if env_id in gymnasium.registry:
+        return
+    matches = difflib.get_close_matches(env_id, gymnasium.registry.keys())
+    suggestion = f" Did you mean {' or '.join(repr(m) for m in matches)}?" if matches else ""
+    raise UnknownEnvironmentError(
+        f"Unknown environment id {env_id!r}.{suggestion} List the registered ids with "
+        "`gymnasium.pprint_registry()` (Atari ids appear once ale_py is imported)."
+    )
+
+
+@gin.configurable
+def make_env(env_id: str, max_episode_steps: int | None = None) -> gymnasium.Env:
+    """Builds any registered gymnasium environment, unseeded.
+
+    `max_episode_steps` overrides the id's own time limit; None keeps the registered one.
+    """
+    _check_env_id(env_id)
+    return gymnasium.make(env_id, max_episode_steps=max_episode_steps)
+
+
+@gin.configurable
+def make_atari_env(
+    env_id: str = "ALE/Pong-v5",
+    screen_size: int = 80,
+    frame_skip: int = 4,
+    frame_stack: int = 4,
+    noop_max: int = 30,
+    repeat_action_probability: float = 0.25,
+    max_episode_steps: int | None = None,
+) -> gymnasium.Env:
+    """Builds an Atari environment with the standard DQN preprocessing, unseeded.
+
+    Observations are uint8 `(screen_size, screen_size, frame_stack)`: grayscale frames, max-pooled
+    over the last two of each `frame_skip`, stacked channels-last as a Keras conv net expects.
+    `max_episode_steps` counts agent steps (each is `frame_skip` emulator frames).
+    """
+    _check_env_id(env_id)
+    # Frame skipping is done by AtariPreprocessing (which max-pools frames), not by the emulator.
+    env = gymnasium.make(env_id, frameskip=1, repeat_action_probability=repeat_action_probability)
+    env = gymnasium.wrappers.AtariPreprocessing(
+        env,
+        noop_max=noop_max,
+        frame_skip=frame_skip,
+        screen_size=screen_size,
+        grayscale_obs=True,
+        scale_obs=False,
+    )
+    env = gymnasium.wrappers.FrameStackObservation(env, stack_size=frame_stack)
+    env = gymnasium.wrappers.TransformObservation(
+        env,
+        lambda obs: np.moveaxis(obs, 0, -1),  # (stack, height, width) -> (height, width, stack)
+        observation_space=spaces.Box(
+            low=0, high=255, shape=(screen_size, screen_size, frame_stack), dtype=np.uint8
+        ),
+    )
+    if max_episode_steps is not None:
+        env = gymnasium.wrappers.TimeLimit(env, max_episode_steps=max_episode_steps)
+    return env

@@ -1,0 +1,133 @@
+"""Gradient processors: what happens to gradients between `tape.gradient` and the optimizer.
+
+A processor maps `(grads, variables) -> (grads, apply_now, metrics)`. `apply_now` is a scalar
+bool tensor: the learner applies the returned gradients only when it is true, which lets a
+processor accumulate over several calls. Processors are `tf.Module`s so that any state they keep
+(accumulators) is checkpointed with the learner. Agents never clip or accumulate by hand.
+"""
+
+from collections.abc import Sequence
+
+import gin
+import tensorflow as tf
+
+Gradients = list[tf.Tensor]
+Metrics = dict[str, tf.Tensor]
+
+
+class GradientProcessor(tf.Module):
+    """Base: `build` creates any state before tracing; `__call__` processes one step."""
+
+    def build(self, variables: Sequence[tf.Variable]) -> None:
+        del variables
+
+    def __call__(
+        self, grads: Gradients, variables: Sequence[tf.Variable]
+    ) -> tuple[Gradients, tf.Tensor, Metrics]:
+        raise NotImplementedError
+
+
+@gin.configurable
+class Identity(GradientProcessor):
+    """Passes gradients through unchanged and applies every step."""
+
+    def __call__(self, grads, variables):
+        return grads, tf.constant(True), {}
+
+
+@gin.configurable
+class ClipByGlobalNorm(GradientProcessor):
+    """Rescales all gradients together so their global norm is at most `max_norm`."""
+
+    def __init__(self, max_norm: float = 10.0):
+        super().__init__()
+        if max_norm <= 0:
+            raise ValueError(f"ClipByGlobalNorm.max_norm must be > 0, got {max_norm}.")
+        self.max_norm = max_norm
+
+    def __call__(self, grads, variables):
+        clipped, norm_before = tf.clip_by_global_norm(grads, self.max_norm)
+        metrics = {
+            "clip_global_norm/norm_before": norm_before,
+            "clip_global_norm/norm_after": tf.linalg.global_norm(clipped),
+        }
+        return clipped, tf.constant(True), metrics
+
+
+@gin.configurable
+class ClipByValue(GradientProcessor):
+    """Clips every gradient element to `[-clip_value, clip_value]`."""
+
+    def __init__(self, clip_value: float = 1.0):
+        super().__init__()
+        if clip_value <= 0:
+            raise ValueError(f"ClipByValue.clip_value must be > 0, got {clip_value}.")
+        self.clip_value = clip_value
+
+    def __call__(self, grads, variables):
+        clipped = [tf.clip_by_value(g, -self.clip_value, self.clip_value) for g in grads]
+        metrics = {
+            "clip_value/norm_before": tf.linalg.global_norm(grads),
+            "clip_value/norm_after": tf.linalg.global_norm(clipped),
+        }
+        return clipped, tf.constant(True), metrics
+
+
+@gin.configurable
+class Accumulate(GradientProcessor):
+    """Sums the gradients of `steps` calls in variables and releases the sum on the last call.
+
+    Nothing is applied on the first `steps - 1` calls; on the `steps`-th the summed gradient is
+    returned with `apply_now=True` and the accumulators reset. Sum, not mean: divide the learning
+    rate by `steps` for the mean (A3C workers sum their parts the same way).
+    """
+
+    def __init__(self, steps: int = 4):
+        super().__init__()
+        if steps < 1:
+            raise ValueError(f"Accumulate.steps must be >= 1, got {steps}.")
+        self.steps = steps
+        self._sums: list[tf.Variable] = []
+        self._count = tf.Variable(0, dtype=tf.int64, trainable=False, name="accumulated_calls")
+
+    def build(self, variables):
+        self._sums = [
+            tf.Variable(tf.zeros_like(v), trainable=False, name="accumulated_gradient")
+            for v in variables
+        ]
+
+    def __call__(self, grads, variables):
+        if len(self._sums) != len(grads):
+            raise ValueError("Accumulate: call build(variables) before the first step.")
+        for total, grad in zip(self._sums, grads, strict=True):
+            total.assign_add(grad)
+        count = tf.identity(self._count.assign_add(1))  # read now, before the reset below
+        apply_now = tf.equal(count, self.steps)
+        summed = [tf.identity(total) for total in self._sums]
+        with tf.control_dependencies(summed):
+            for total in self._sums:
+                total.assign(tf.where(apply_now, tf.zeros_like(total), total))
+            self._count.assign(tf.where(apply_now, tf.zeros_like(count), count))
+        return summed, apply_now, {"accumulate/calls": count}
+
+
+@gin.configurable
+class Chain(GradientProcessor):
+    """Runs processors in order; applies only when every one of them says so."""
+
+    def __init__(self, processors: Sequence[GradientProcessor] = ()):
+        super().__init__()
+        self.processors = list(processors)
+
+    def build(self, variables):
+        for processor in self.processors:
+            processor.build(variables)
+
+    def __call__(self, grads, variables):
+        apply_now = tf.constant(True)
+        metrics: Metrics = {}
+        for processor in self.processors:
+            grads, ready, processor_metrics = processor(grads, variables)
+            apply_now = tf.logical_and(apply_now, ready)
+            metrics.update(processor_metrics)
+        return grads, apply_now, metrics

@@ -1,0 +1,73 @@
+"""Losses: small gin-configurable callables, hyperparameters as fields, one call signature.
+
+Each returns `(loss, extras)`: a scalar to minimise and a dict of scalar metric tensors that the
+shared learner logs without knowing which loss ran.
+"""
+
+import gin
+import tensorflow as tf
+
+
+@gin.configurable
+class PolicyGradientLoss:
+    """REINFORCE's cross-entropy pseudo-loss `-log pi(a|s) * G`, averaged over the batch.
+
+    Its gradient is the policy-gradient estimate. `returns` may already have a baseline
+    subtracted. `entropy_coef > 0` subtracts `entropy_coef * H(pi(.|s))` to keep exploring.
+    """
+
+    def __init__(self, entropy_coef: float = 0.0):
+        if entropy_coef < 0:
+            raise ValueError(f"PolicyGradientLoss.entropy_coef must be >= 0, got {entropy_coef}.")
+        self.entropy_coef = entropy_coef
+
+    def __call__(
+        self, logits: tf.Tensor, actions: tf.Tensor, returns: tf.Tensor
+    ) -> tuple[tf.Tensor, dict[str, tf.Tensor]]:
+        # logits [B, A]; actions [B] int; returns [B]
+        neg_log_prob = tf.nn.sparse_softmax_cross_entropy_with_logits(
+            labels=tf.cast(actions, tf.int32), logits=logits
+        )  # [B]
+        policy_loss = tf.reduce_mean(neg_log_prob * tf.stop_gradient(returns))
+        log_probs = tf.nn.log_softmax(logits)
+        entropy = tf.reduce_mean(-tf.reduce_sum(tf.exp(log_probs) * log_probs, axis=-1))
+        loss = policy_loss - self.entropy_coef * entropy
+        return loss, {"policy_loss": policy_loss, "entropy": entropy}
+
+
+@gin.configurable
+class TDMSELoss:
+    """Mean squared TD error `mean((target - Q(s, a))^2)`; the target carries no gradient."""
+
+    def __call__(
+        self, q_selected: tf.Tensor, targets: tf.Tensor
+    ) -> tuple[tf.Tensor, dict[str, tf.Tensor]]:
+        td_error = tf.stop_gradient(targets) - q_selected  # [B]
+        loss = tf.reduce_mean(tf.square(td_error))
+        return loss, _td_extras(q_selected, td_error)
+
+
+@gin.configurable
+class TDHuberLoss:
+    """Huber loss on the TD error: quadratic within `delta`, linear outside (robust to outliers)."""
+
+    def __init__(self, delta: float = 1.0):
+        if delta <= 0:
+            raise ValueError(f"TDHuberLoss.delta must be > 0, got {delta}.")
+        self.delta = delta
+
+    def __call__(
+        self, q_selected: tf.Tensor, targets: tf.Tensor
+    ) -> tuple[tf.Tensor, dict[str, tf.Tensor]]:
+        td_error = tf.stop_gradient(targets) - q_selected  # [B]
+        abs_error = tf.abs(td_error)
+        quadratic = tf.minimum(abs_error, self.delta)
+        loss = tf.reduce_mean(0.5 * tf.square(quadratic) + self.delta * (abs_error - quadratic))
+        return loss, _td_extras(q_selected, td_error)
+
+
+def _td_extras(q_selected: tf.Tensor, td_error: tf.Tensor) -> dict[str, tf.Tensor]:
+    return {
+        "mean_q": tf.reduce_mean(q_selected),
+        "mean_abs_td_error": tf.reduce_mean(tf.abs(td_error)),
+    }

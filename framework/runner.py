@@ -1,0 +1,272 @@
+"""The training loop: act, observe, update, evaluate, checkpoint, log. It knows no algorithm.
+
+Checkpoints are taken at episode boundaries (the first episode end after each
+`checkpoint_interval` steps), where the only environment state that matters is its random
+generators, which are saved. A resumed run therefore continues exactly as the uninterrupted run
+would have: same episodes, same updates, same numbers.
+"""
+
+import collections
+import json
+import os
+import time
+from collections.abc import Callable
+from dataclasses import asdict, dataclass
+
+import gin
+import gymnasium as gym
+import keras
+import numpy as np
+import tensorflow as tf
+from absl import logging
+
+from agents.base import Agent, Transition
+from framework.checkpointing import CheckpointStore
+from framework.environments import make_env
+from framework.summaries import SummaryWriters, supersede_events_after, to_floats
+
+
+class NonFiniteError(FloatingPointError):
+    """A NaN or inf in a loss or gradient; the message names the step and last checkpoint."""
+
+
+@dataclass
+class RunnerState:
+    """The loop's own counters, saved with every checkpoint."""
+
+    env_steps: int = 0
+    episodes: int = 0
+    skipped_nonfinite_steps: int = 0
+    last_checkpoint_step: int = 0
+    env_rng: dict | None = None
+    action_space_rng: dict | None = None
+
+
+def seed_everything(seed: int) -> None:
+    """Seeds Python, numpy and TF, and makes TF ops deterministic (same seed, same numbers)."""
+    keras.utils.set_random_seed(seed)
+    tf.config.experimental.enable_op_determinism()
+
+
+@gin.configurable(denylist=["base_dir"])
+class Runner:
+    """Trains `agent` on `env_factory()` for `num_steps` environment steps.
+
+    Args:
+      base_dir: the run's folder; starting again on the same folder resumes.
+      agent: a factory `(observation_space, action_space, seed) -> Agent`, e.g. an agent class.
+      env_factory: builds the training and the evaluation environment.
+      skip_nonfinite_updates: skip (and count) updates whose loss or gradient is NaN/inf
+        instead of stopping the run.
+    """
+
+    def __init__(
+        self,
+        base_dir: str,
+        agent: Callable[..., Agent] = gin.REQUIRED,
+        env_factory: Callable[[], gym.Env] = make_env,
+        num_steps: int = 100_000,
+        eval_interval: int = 10_000,
+        eval_episodes: int = 10,
+        checkpoint_interval: int = 10_000,
+        max_checkpoints_to_keep: int = 3,
+        log_interval: int = 1_000,
+        histogram_interval: int = 10_000,
+        seed: int = 0,
+        skip_nonfinite_updates: bool = False,
+    ):
+        for name, value in [
+            ("num_steps", num_steps),
+            ("eval_interval", eval_interval),
+            ("checkpoint_interval", checkpoint_interval),
+            ("log_interval", log_interval),
+            ("histogram_interval", histogram_interval),
+        ]:
+            if value < 1:
+                raise ValueError(f"Runner.{name} must be >= 1, got {value}.")
+        self.base_dir = base_dir
+        self.num_steps = num_steps
+        self.eval_interval = eval_interval
+        self.eval_episodes = eval_episodes
+        self.checkpoint_interval = checkpoint_interval
+        self.max_checkpoints_to_keep = max_checkpoints_to_keep
+        self.log_interval = log_interval
+        self.histogram_interval = histogram_interval
+        self.seed = seed
+        self.skip_nonfinite_updates = skip_nonfinite_updates
+        seed_everything(seed)
+        self.env = env_factory()
+        self.eval_env = env_factory()
+        self.agent = agent(self.env.observation_space, self.env.action_space, seed)
+        # Seed once; every later reset draws from the environment's own generator, whose state
+        # each checkpoint saves.
+        self.env.reset(seed=seed)
+        self.env.action_space.seed(seed)
+        self.state = RunnerState()
+        self.eval_returns: list[tuple[int, float]] = []  # (env step, mean return)
+
+    # ----- checkpoints -------------------------------------------------------------------------
+
+    def _write_extras(self, directory: str) -> None:
+        self.agent.save_extras(directory)
+        with open(os.path.join(directory, "runner_state.json"), "w") as f:
+            json.dump(asdict(self.state), f)
+
+    def _read_extras(self, directory: str) -> None:
+        self.agent.restore_extras(directory)
+        with open(os.path.join(directory, "runner_state.json")) as f:
+            self.state = RunnerState(**json.load(f))
+
+    def _save(self, store: CheckpointStore, writers: SummaryWriters) -> None:
+        writers.flush()  # what was logged up to this step must survive a kill from here on
+        self.state.env_rng = self.env.unwrapped.np_random.bit_generator.state
+        self.state.action_space_rng = self.env.action_space.np_random.bit_generator.state
+        self.state.last_checkpoint_step = self.state.env_steps
+        store.save(self.state.env_steps, self._write_extras)
+
+    def _resume(self, store: CheckpointStore) -> None:
+        step = store.restore_latest(self._read_extras)
+        if step is None:
+            return
+        self.agent.restored()
+        self.env.unwrapped.np_random.bit_generator.state = self.state.env_rng
+        self.env.action_space.np_random.bit_generator.state = self.state.action_space_rng
+        logging.info("Resumed from %s at environment step %d.", store.directory, step)
+
+    # ----- evaluation --------------------------------------------------------------------------
+
+    def evaluate(self) -> tuple[float, float, float]:
+        """Mean and std of the return, and the mean length, over `eval_episodes` episodes."""
+        returns, lengths = [], []
+        # Seeded by the step, so an evaluation does not depend on earlier ones.
+        observation, _ = self.eval_env.reset(seed=self.seed + 1 + self.state.env_steps)
+        for _ in range(self.eval_episodes):
+            episode_return, length, done = 0.0, 0, False
+            while not done:
+                action = self.agent.act(observation, explore=False)
+                observation, reward, terminated, truncated, _ = self.eval_env.step(action)
+                episode_return += float(reward)
+                length += 1
+                done = terminated or truncated
+            returns.append(episode_return)
+            lengths.append(length)
+            observation, _ = self.eval_env.reset()
+        return float(np.mean(returns)), float(np.std(returns)), float(np.mean(lengths))
+
+    # ----- the loop ----------------------------------------------------------------------------
+
+    def run(self, texts: dict[str, str] | None = None) -> list[tuple[int, float]]:
+        """Trains to `num_steps` (resuming if the folder has a checkpoint); returns eval curve."""
+        os.makedirs(self.base_dir, exist_ok=True)
+        store = CheckpointStore(
+            os.path.join(self.base_dir, "checkpoints"),
+            self.agent.checkpoint_items(),
+            max_to_keep=self.max_checkpoints_to_keep,
+        )
+        self._resume(store)
+        supersede_events_after(self.base_dir, self.state.env_steps)
+        writers = SummaryWriters(self.base_dir)
+        try:
+            if self.state.env_steps == 0:  # a resumed run keeps the texts of its start
+                for name, text in (texts or {}).items():
+                    writers.text(name, text)
+            self._train(store, writers)
+        finally:
+            writers.close()
+        return self.eval_returns
+
+    def _train(self, store: CheckpointStore, writers: SummaryWriters) -> None:
+        state = self.state
+        recent_returns: collections.deque[float] = collections.deque(maxlen=20)
+        last_log_step, last_log_time = state.env_steps, time.perf_counter()
+        next_log = state.env_steps + self.log_interval
+        next_histogram = state.env_steps + self.histogram_interval
+        pending_metrics: dict[str, tf.Tensor] = {}
+        observation, _ = self.env.reset()
+        episode_return, episode_length = 0.0, 0
+        while state.env_steps < self.num_steps:
+            action = self.agent.act(observation, explore=True)
+            next_observation, reward, terminated, truncated, _ = self.env.step(action)
+            self.agent.observe(
+                Transition(
+                    observation, action, float(reward), next_observation, terminated, truncated
+                )
+            )
+            state.env_steps += 1
+            episode_return += float(reward)
+            episode_length += 1
+            metrics = self.agent.update()
+            if metrics:
+                self._check_finite(metrics)
+                pending_metrics = metrics
+            if state.env_steps >= next_log:
+                now = time.perf_counter()
+                speed = (state.env_steps - last_log_step) / (now - last_log_time)
+                scalars = {"steps_per_second": speed, **to_floats(pending_metrics)}
+                scalars["skipped_nonfinite_steps"] = state.skipped_nonfinite_steps
+                scalars = {f"train/{name}": value for name, value in scalars.items()}
+                scalars.update(self.agent.diagnostics(next_observation))
+                writers.scalars("train", state.env_steps, scalars)
+                logging.info(
+                    "step %d/%d | return (last %d episodes) %.1f | %.0f steps/s",
+                    state.env_steps,
+                    self.num_steps,
+                    len(recent_returns),
+                    np.mean(recent_returns) if recent_returns else float("nan"),
+                    speed,
+                )
+                last_log_step, last_log_time = state.env_steps, now
+                pending_metrics = {}
+                next_log += self.log_interval
+            if state.env_steps >= next_histogram:
+                writers.histograms(state.env_steps, self.agent.histogram_variables())
+                next_histogram += self.histogram_interval
+            if state.env_steps % self.eval_interval == 0 or state.env_steps == self.num_steps:
+                mean, std, length = self.evaluate()
+                self.eval_returns.append((state.env_steps, mean))
+                writers.scalars(
+                    "eval",
+                    state.env_steps,
+                    {
+                        "eval/episode_return": mean,
+                        "eval/episode_return_std": std,
+                        "eval/episode_length": length,
+                    },
+                )
+            if terminated or truncated:
+                state.episodes += 1
+                recent_returns.append(episode_return)
+                writers.scalars(
+                    "train",
+                    state.env_steps,
+                    {
+                        "train/episode_return": episode_return,
+                        "train/episode_length": episode_length,
+                    },
+                )
+                episode_return, episode_length = 0.0, 0
+                if state.env_steps - state.last_checkpoint_step >= self.checkpoint_interval:
+                    self._save(store, writers)
+                observation, _ = self.env.reset()
+            else:
+                observation = next_observation
+        if state.last_checkpoint_step != state.env_steps:
+            self._save(store, writers)
+
+    def _check_finite(self, metrics: dict[str, tf.Tensor]) -> None:
+        nonfinite = int(metrics["nonfinite_steps"])
+        if nonfinite == 0:
+            return
+        if self.skip_nonfinite_updates:
+            self.state.skipped_nonfinite_steps += nonfinite
+            return
+        values = {name: float(metrics[name]) for name in ("loss", "grad_norm")}
+        culprit = "loss" if not np.isfinite(values["loss"]) else "gradient"
+        raise NonFiniteError(
+            f"Non-finite {culprit} at environment step {self.state.env_steps} "
+            f"(loss={values['loss']}, gradient norm={values['grad_norm']}); the update was not "
+            f"applied and no checkpoint was written from this state. The last good checkpoint "
+            f"is at step {self.state.last_checkpoint_step} in "
+            f"{os.path.join(self.base_dir, 'checkpoints')}. Lower the learning rate or clip "
+            "gradients, or set Runner.skip_nonfinite_updates = True to skip such updates."
+        )

@@ -1,0 +1,84 @@
+"""TensorBoard output: one writer per split, and continuous curves across resumes."""
+
+import glob
+import os
+
+import numpy as np
+import tensorflow as tf
+
+from framework.event_reader import iterate_events
+
+SPLITS = ("train", "eval")
+_PENDING_SUFFIX = ".pending"  # no "tfevents" in the name: TensorBoard ignores it
+
+
+class SummaryWriters:
+    """`train/` and `eval/` writers under a run's base directory; tags are written as given."""
+
+    def __init__(self, base_dir: str):
+        self._writers = {
+            split: tf.summary.create_file_writer(os.path.join(base_dir, split)) for split in SPLITS
+        }
+
+    def scalars(self, split: str, step: int, values: dict[str, float]) -> None:
+        with self._writers[split].as_default(step=step):
+            for name, value in values.items():
+                tf.summary.scalar(name, value)
+
+    def histograms(self, step: int, variables: dict[str, tf.Variable]) -> None:
+        with self._writers["train"].as_default(step=step):
+            for name, variable in variables.items():
+                tf.summary.histogram(f"weights/{name}", variable)
+
+    def text(self, name: str, text: str, step: int = 0) -> None:
+        with self._writers["train"].as_default(step=step):
+            tf.summary.text(name, text)
+
+    def flush(self) -> None:
+        for writer in self._writers.values():
+            writer.flush()
+
+    def close(self) -> None:
+        for writer in self._writers.values():
+            writer.close()
+
+
+def supersede_events_after(base_dir: str, step: int) -> None:
+    """Drops every logged event with a step after `step`, the step a run resumes from.
+
+    What a killed run logged after its last checkpoint is logged again by the resumed run, so
+    keeping it would give TensorBoard (and the analysis) two values at the same step. Each
+    split's files are merged into one filtered file, written under a pending name first; only
+    when it is on disk are the old files removed and the new one named as an event file, so a
+    crash at any point leaves either the old files or the filtered copy, never neither.
+    """
+    for split in SPLITS:
+        directory = os.path.join(base_dir, split)
+        pending = os.path.join(directory, f"events.merged{_PENDING_SUFFIX}")
+        final = os.path.join(directory, f"events.out.tfevents.{step:012d}.resumed")
+        originals = sorted(glob.glob(os.path.join(directory, "*tfevents*")))
+        if os.path.exists(pending):  # an earlier supersede stopped after writing its copy
+            for path in originals:
+                os.remove(path)
+            os.replace(pending, final)
+            originals = [final]
+        if not originals:
+            continue
+        kept = [
+            event
+            for path in originals
+            for event in iterate_events(path)
+            if event.step <= step or event.HasField("file_version")
+        ]
+        kept.sort(key=lambda event: (event.step, event.wall_time))
+        with tf.io.TFRecordWriter(pending) as writer:
+            for event in kept:
+                writer.write(event.SerializeToString())
+        for path in originals:
+            os.remove(path)
+        os.replace(pending, final)
+
+
+def to_floats(metrics: dict[str, tf.Tensor]) -> dict[str, float]:
+    """Metric tensors as Python floats, for the writer and the progress line."""
+    return {name: float(np.asarray(value)) for name, value in metrics.items()}

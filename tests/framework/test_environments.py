@@ -1,0 +1,181 @@
+"""Tests for framework/environments.py: the bandit, the id check and the Atari preprocessing."""
+
+import re
+
+import gin
+import gymnasium
+import numpy as np
+import pytest
+from gymnasium.utils.env_checker import check_env
+
+from framework.environments import (
+    BANDIT_ID,
+    MultiArmedBanditEnv,
+    UnknownEnvironmentError,
+    make_atari_env,
+    make_env,
+)
+
+# The spec asks for Box(low=1, high=1): the constant observation is the point, not a bug.
+_EQUAL_BOUNDS = "ignore:.*maximum and minimum values are equal"
+
+
+@pytest.fixture
+def clean_gin():
+    """Leaves no binding behind for the other tests, whatever this one parsed."""
+    gin.clear_config()
+    yield
+    gin.clear_config()
+
+
+def _rewards(env: gymnasium.Env, seed: int, actions: list[int]) -> list[float]:
+    """One reward per episode, seeding only the first reset, as a training loop does."""
+    env.reset(seed=seed)
+    rewards = []
+    for action in actions:
+        _, reward, _, _, _ = env.step(action)
+        rewards.append(reward)
+        env.reset()
+    return rewards
+
+
+@pytest.mark.filterwarnings(_EQUAL_BOUNDS)
+@pytest.mark.filterwarnings("ignore:.*alternative render modes")
+def test_bandit_passes_check_env():
+    check_env(MultiArmedBanditEnv())
+    check_env(gymnasium.make(BANDIT_ID).unwrapped)
+
+
+@pytest.mark.filterwarnings(_EQUAL_BOUNDS)
+def test_bandit_observation_is_constant_and_one_step_terminates():
+    env = make_env(BANDIT_ID)
+    obs, _ = env.reset(seed=0)
+    np.testing.assert_array_equal(obs, [1.0])
+    for arm in range(env.action_space.n):
+        obs, reward, terminated, truncated, info = env.step(arm)
+        np.testing.assert_array_equal(obs, [1.0])
+        assert obs.dtype == np.float32
+        assert isinstance(reward, float)
+        assert terminated and not truncated
+        assert info["arm_mean"] == env.unwrapped.means[arm]
+        env.reset()
+
+
+def test_bandit_seeding_is_reproducible():
+    actions = [i % 4 for i in range(200)]
+    first = _rewards(MultiArmedBanditEnv(), seed=7, actions=actions)
+    assert first == _rewards(MultiArmedBanditEnv(), seed=7, actions=actions)
+    assert first != _rewards(MultiArmedBanditEnv(), seed=8, actions=actions)
+
+
+def test_bandit_arm_rewards_match_configured_means():
+    means, stds, pulls = [0.1, -0.5, 0.9, 0.3], [1.0, 0.5, 2.0, 0.0], 2000
+    env = MultiArmedBanditEnv(means=means, stds=stds)
+    for arm, (mean, std) in enumerate(zip(means, stds, strict=True)):
+        rewards = _rewards(env, seed=arm, actions=[arm] * pulls)
+        # Means are at least 0.2 apart, more than 4 standard errors (std / sqrt(2000) <= 0.045) of
+        # any arm, so a reward drawn from the wrong arm's mean fails this check.
+        standard_error = std / np.sqrt(pulls)
+        assert abs(np.mean(rewards) - mean) <= 4 * standard_error + 1e-12
+        assert np.std(rewards) == pytest.approx(std, rel=0.1)
+
+
+@pytest.mark.filterwarnings(_EQUAL_BOUNDS)
+def test_bandit_gin_bindings_reach_make_env(clean_gin):
+    gin.parse_config(
+        """
+        MultiArmedBanditEnv.means = [0.1, 0.5, 0.2, 0.9, 0.3]
+        MultiArmedBanditEnv.stds = 0.0
+        """
+    )
+    env = make_env(BANDIT_ID)
+    assert env.action_space.n == 5
+    env.reset(seed=0)
+    _, reward, *_ = env.step(3)
+    assert reward == 0.9
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "named"),
+    [
+        ({"means": [0.5]}, "[0.5]"),
+        ({"stds": [1.0, 1.0]}, "[1.0, 1.0]"),
+        ({"stds": [1.0, -0.1, 1.0, 1.0]}, "-0.1"),
+        ({"stds": -1.0}, "-1.0"),
+    ],
+)
+def test_bandit_rejects_bad_arguments(kwargs, named):
+    with pytest.raises(ValueError, match=re.escape(named)):
+        MultiArmedBanditEnv(**kwargs)
+
+
+def test_bandit_rejects_action_outside_arms():
+    env = MultiArmedBanditEnv()
+    env.reset(seed=0)
+    with pytest.raises(ValueError, match="action=4"):
+        env.step(4)
+
+
+def test_make_env_applies_max_episode_steps():
+    env = make_env("CartPole-v1", max_episode_steps=5)
+    env.reset(seed=0)
+    env.action_space.seed(0)
+    for _ in range(4):
+        *_, truncated, _ = env.step(0)
+        assert not truncated
+    *_, truncated, _ = env.step(0)
+    # Pushing left for 5 steps cannot topple the pole, so the episode ends by the time limit.
+    assert truncated
+
+
+@pytest.mark.parametrize(
+    ("env_id", "suggested"), [("CartPol-v1", "CartPole-v1"), ("ALE/Pongg-v5", "ALE/Pong-v5")]
+)
+def test_unknown_id_names_it_and_suggests_matches(env_id, suggested):
+    with pytest.raises(UnknownEnvironmentError) as raised:
+        make_env(env_id)
+    message = str(raised.value)
+    assert repr(env_id) in message
+    assert repr(suggested) in message
+    assert "gymnasium.pprint_registry()" in message
+    assert isinstance(raised.value, ValueError)
+
+
+def test_make_atari_env_rejects_unknown_id():
+    with pytest.raises(UnknownEnvironmentError, match="ALE/Pong-v5"):
+        make_atari_env("ALE/Pongg-v5")
+
+
+def _run_atari(seed: int, steps: int) -> list[np.ndarray]:
+    env = make_atari_env("ALE/Pong-v5")
+    obs, _ = env.reset(seed=seed)
+    env.action_space.seed(seed)
+    observations = [obs]
+    for _ in range(steps):
+        obs, *_ = env.step(env.action_space.sample())
+        observations.append(obs)
+    env.close()
+    return observations
+
+
+def test_atari_observations_are_stacked_uint8_channels_last():
+    observations = _run_atari(seed=0, steps=30)
+    for obs in observations:
+        assert obs.shape == (80, 80, 4)
+        assert obs.dtype == np.uint8
+    assert make_atari_env().observation_space.shape == (80, 80, 4)
+    # After some steps the paddles and ball have moved, so the stacked frames must differ.
+    last = observations[-1]
+    assert any(not np.array_equal(last[..., i], last[..., -1]) for i in range(3))
+    # Channel i holds the frame that was newest (channel 3) 3 - i steps ago: oldest first, and
+    # an axis mix-up (stacking rows or columns) breaks this.
+    for t in range(3, len(observations)):
+        for i in range(3):
+            np.testing.assert_array_equal(observations[t][..., i], observations[t - 3 + i][..., 3])
+
+
+def test_atari_seeding_is_reproducible():
+    first = _run_atari(seed=3, steps=20)
+    second = _run_atari(seed=3, steps=20)
+    for obs_a, obs_b in zip(first, second, strict=True):
+        np.testing.assert_array_equal(obs_a, obs_b)
