@@ -31,6 +31,7 @@ with _native_stderr_silenced():
     import tensorflow as tf
 
     tf.config.list_physical_devices()  # device probing logs too; do it while silenced
+tf.get_logger().setLevel("ERROR")  # TF's Python-side INFO chatter (checkpoint sharding, ...)
 
 import datetime  # noqa: E402
 import json  # noqa: E402

@@ -91,7 +91,9 @@ def parse(gin_files: Sequence[str], bindings: Sequence[str]) -> list[str]:
     name or parameter fails here, before anything is built or written.
     """
     resolved = [resolve_gin_file(path) for path in gin_files]
-    gin.add_config_file_search_path(str(importlib.resources.files("gin_configs")))
+    # `include 'gin_configs/...'` inside a file resolves from the repository root or, installed,
+    # from the package's parent folder.
+    gin.add_config_file_search_path(str(importlib.resources.files("gin_configs").parent))
     try:
         gin.parse_config_files_and_bindings(resolved, bindings, finalize_config=False)
     except (ValueError, SyntaxError, KeyError) as error:

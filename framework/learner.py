@@ -83,6 +83,8 @@ class Learner(tf.Module):
             return index + 1, {key: totals[key] + metrics[key] for key in totals}
 
         first = self._step(batch_at(0))
+        if tf.nest.flatten(batches)[0].shape[0] == 1:  # one step (on-policy): no loop needed
+            return first
         _, totals = tf.while_loop(lambda index, _: index < num_steps, body, (1, first))
         count = tf.cast(num_steps, tf.float32)
         return {

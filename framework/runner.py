@@ -199,7 +199,7 @@ class Runner:
             if metrics:
                 self._check_finite(metrics)
                 pending_metrics = metrics
-            if state.env_steps >= next_log:
+            if state.env_steps >= next_log or state.env_steps == self.num_steps:
                 now = time.perf_counter()
                 speed = (state.env_steps - last_log_step) / (now - last_log_time)
                 scalars = {"steps_per_second": speed, **to_floats(pending_metrics)}
