@@ -5,7 +5,9 @@ optionally standardised, minus an optional state-value baseline V(s_t), weight t
 cross-entropy pseudo-loss; V is fitted to G_t by least squares in the same gradient step.
 """
 
+import os
 from collections.abc import Callable
+from typing import NamedTuple
 
 import gin
 import gymnasium as gym
@@ -18,6 +20,16 @@ from framework import networks
 from framework.gradient_processors import GradientProcessor
 from framework.learner import Learner
 from framework.losses import PolicyGradientLoss
+
+_PENDING_FILE = "pending_episodes.npz"
+
+
+class Episode(NamedTuple):
+    """One finished episode, as arrays over its steps."""
+
+    observation: np.ndarray  # [T, *obs_shape] float32
+    action: np.ndarray  # [T] int32
+    reward: np.ndarray  # [T] float32
 
 
 def discounted_returns(rewards: np.ndarray, gamma: float) -> np.ndarray:
@@ -70,9 +82,14 @@ class ReinforceAgent(Agent):
             variables,
             optimizer or keras.optimizers.Adam(1e-3),
             gradient_processor,
+            batch_spec={  # one stack of one batch of any number of steps
+                "observation": tf.TensorSpec([1, None, *shape], tf.float32),
+                "action": tf.TensorSpec([1, None], tf.int32),
+                "return": tf.TensorSpec([1, None], tf.float32),
+            },
         )
-        self._episode: list[Transition] = []
-        self._finished: list[list[Transition]] = []
+        self._episode: list[Transition] = []  # the episode in progress
+        self._finished: list[Episode] = []  # complete episodes waiting for the next update
 
     def act(self, observation: np.ndarray, explore: bool) -> int:
         logits = self._policy_numpy(observation[None])[0]  # [A]
@@ -84,7 +101,13 @@ class ReinforceAgent(Agent):
     def observe(self, transition: Transition) -> None:
         self._episode.append(transition)
         if transition.terminated or transition.truncated:
-            self._finished.append(self._episode)
+            self._finished.append(
+                Episode(
+                    observation=np.array([t.observation for t in self._episode], np.float32),
+                    action=np.array([t.action for t in self._episode], np.int32),
+                    reward=np.array([t.reward for t in self._episode], np.float32),
+                )
+            )
             self._episode = []
 
     def update(self) -> dict[str, tf.Tensor]:
@@ -96,17 +119,14 @@ class ReinforceAgent(Agent):
         self._policy_numpy.refresh()
         return metrics
 
-    def _batch(self, episodes: list[list[Transition]]) -> dict[str, np.ndarray]:
+    def _batch(self, episodes: list["Episode"]) -> dict[str, np.ndarray]:
         """Concatenated steps of the finished episodes, as a stack of one batch."""
-        returns = np.concatenate(
-            [discounted_returns(np.array([t.reward for t in ep]), self.gamma) for ep in episodes]
-        )
+        returns = np.concatenate([discounted_returns(ep.reward, self.gamma) for ep in episodes])
         if self.normalize_returns:
             returns = (returns - returns.mean()) / (returns.std() + 1e-8)
-        steps = [t for ep in episodes for t in ep]
         return {
-            "observation": np.stack([t.observation for t in steps])[None].astype(np.float32),
-            "action": np.array([t.action for t in steps], dtype=np.int32)[None],
+            "observation": np.concatenate([ep.observation for ep in episodes])[None],
+            "action": np.concatenate([ep.action for ep in episodes])[None],
             "return": returns[None],
         }
 
@@ -120,6 +140,26 @@ class ReinforceAgent(Agent):
         value_loss = tf.reduce_mean(tf.square(returns - values))
         extras = {**extras, "value_loss": value_loss, "mean_value": tf.reduce_mean(values)}
         return policy_loss + self.baseline_loss_coef * value_loss, extras
+
+    def save_extras(self, directory: str) -> None:
+        """Finished episodes still waiting for the next update are part of the state."""
+        super().save_extras(directory)
+        columns = {
+            name: np.concatenate([getattr(ep, name) for ep in self._finished])
+            if self._finished
+            else np.zeros((0,), np.float32)
+            for name in Episode._fields
+        }
+        lengths = np.array([len(ep.reward) for ep in self._finished], dtype=np.int64)
+        np.savez(os.path.join(directory, _PENDING_FILE), lengths=lengths, **columns)
+
+    def restore_extras(self, directory: str) -> None:
+        super().restore_extras(directory)
+        with np.load(os.path.join(directory, _PENDING_FILE)) as pending:
+            splits = np.cumsum(pending["lengths"])[:-1]
+            columns = [np.split(pending[name], splits) for name in Episode._fields]
+            self._finished = [Episode(*parts) for parts in zip(*columns, strict=True)]
+        self._episode = []
 
     def checkpoint_items(self):
         items = {"policy": self.policy, "learner": self.learner}

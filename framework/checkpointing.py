@@ -7,7 +7,7 @@ A checkpoint at step N is three things in `checkpoints/`:
 
 Only a checkpoint with a marker whose hashes still match is restored; a crash or kill at any
 moment leaves at worst an unmarked (ignored) newer checkpoint beside the last good one.
-Damaged checkpoints are reported and skipped, never deleted.
+Damaged checkpoints are reported, skipped and moved to `checkpoints/damaged/`, never deleted.
 """
 
 import glob
@@ -105,7 +105,7 @@ class CheckpointStore:
         Returns None when there is no checkpoint at all; raises CheckpointError when there are
         checkpoints but none is usable.
         """
-        problems = []
+        problems, damaged = [], []
         for step in self.complete_steps():
             prefix = self._prefix(step)
             problem = self._verify(prefix)
@@ -113,11 +113,13 @@ class CheckpointStore:
                 try:
                     self._checkpoint.restore(prefix).assert_existing_objects_matched()
                     read_extras(prefix + ".extras")
+                    self._quarantine(damaged)
                     return step
                 except Exception as error:  # any failure to read makes this one unusable
                     problem = f"{type(error).__name__}: {error}"
             logging.warning("Skipping damaged checkpoint %s: %s", prefix, problem)
             problems.append(f"{prefix}: {problem}")
+            damaged.append(prefix)
         unmarked = glob.glob(os.path.join(self.directory, "ckpt-*.index"))
         if problems or (unmarked and not self.complete_steps()):
             listed = (
@@ -128,6 +130,16 @@ class CheckpointStore:
                 "inspect or move the directory, or start the run in a new --base_dir."
             )
         return None
+
+    def _quarantine(self, prefixes: list[str]) -> None:
+        """Moves damaged checkpoints into `damaged/`: kept for inspection, out of the way of
+        the resumed run, which will save at the same steps again."""
+        target = os.path.join(self.directory, "damaged")
+        os.makedirs(target, exist_ok=True)
+        for prefix in prefixes:
+            for path in glob.glob(prefix + ".*"):
+                os.replace(path, os.path.join(target, os.path.basename(path)))
+            logging.warning("Moved the damaged checkpoint %s to %s.", prefix, target)
 
     def _verify(self, prefix: str) -> str | None:
         """The reason the checkpoint at `prefix` is unusable, or None when its hashes match."""

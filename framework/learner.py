@@ -36,6 +36,7 @@ class Learner(tf.Module):
       gradient_processor: clipping / accumulation between `tape.gradient` and `apply`.
       target_updater: how `target_variables` follow `online_variables` after each applied update.
       jit_compile: compile the step with XLA (pays for fixed-shape batches, e.g. replay).
+      batch_spec: `tf.TensorSpec`s of the stacked batches `run` takes, leading axis first.
     """
 
     def __init__(
@@ -48,6 +49,7 @@ class Learner(tf.Module):
         online_variables: Sequence[tf.Variable] = (),
         target_variables: Sequence[tf.Variable] = (),
         jit_compile: bool = False,
+        batch_spec: dict[str, tf.TensorSpec] | None = None,
     ):
         super().__init__(name="learner")
         self._loss_fn = loss_fn
@@ -61,7 +63,15 @@ class Learner(tf.Module):
         self._target_variables = list(target_variables)
         self._target_updater.check(self._online_variables, self._target_variables)
         self.applied_updates = tf.Variable(0, dtype=tf.int64, trainable=False, name="updates")
-        self._run = tf.function(self._run_steps, jit_compile=jit_compile, reduce_retracing=True)
+        # With a spec (None for dimensions that vary, such as episode length) the step is traced
+        # once; otherwise on the first call and once more for varying shapes.
+        signature = None if batch_spec is None else [batch_spec]
+        self._run = tf.function(
+            self._run_steps,
+            jit_compile=jit_compile,
+            input_signature=signature,
+            reduce_retracing=signature is None,
+        )
 
     def run(self, batches: Batch) -> Metrics:
         """Runs `k` gradient steps, one per batch stacked on the leading axis of every array."""

@@ -179,8 +179,9 @@ class Runner:
         state = self.state
         recent_returns: collections.deque[float] = collections.deque(maxlen=20)
         last_log_step, last_log_time = state.env_steps, time.perf_counter()
-        next_log = state.env_steps + self.log_interval
-        next_histogram = state.env_steps + self.histogram_interval
+        # Aligned to multiples of the intervals, so a resumed run logs at the same steps.
+        next_log = (state.env_steps // self.log_interval + 1) * self.log_interval
+        next_histogram = (state.env_steps // self.histogram_interval + 1) * self.histogram_interval
         pending_metrics: dict[str, tf.Tensor] = {}
         observation, _ = self.env.reset()
         episode_return, episode_length = 0.0, 0

@@ -1,15 +1,18 @@
 """Command-line tests for experiments/run.py: a real run, resume, bad input, dry runs, NaNs.
 
 Every test runs `python -m experiments.run` in a subprocess, as a user would. Each invocation
-pays ~4 s of TensorFlow import, so the runs are tiny (200 bandit pulls) and shared between tests
-through module-scoped fixtures: 12 invocations in all.
+pays ~4 s of TensorFlow import, so the runs are tiny (200 bandit pulls), each is made once and
+shared between the tests that read it, and all 13 start in the background as soon as the first
+test asks for one (as many at a time as there are CPUs, at least 2).
 """
 
+import concurrent.futures
 import dataclasses
 import glob
 import importlib.metadata
 import json
 import os
+import pathlib
 import re
 import shutil
 import subprocess
@@ -25,35 +28,118 @@ REPO_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__fi
 BANDIT = "--gin_file=gin_configs/reinforce/bandit.gin"
 ERROR_PREFIX = "experiments.run: error:"
 
+
+def bindings(*lines: str) -> tuple[str, ...]:
+    return tuple(f"--gin_bindings={line}" for line in lines)
+
+
 # A tiny bandit run: logs every 50 pulls, evaluates and checkpoints every 100.
-TINY = [
+TINY = bindings(
     "Runner.eval_interval = 100",
     "Runner.checkpoint_interval = 100",
     "Runner.log_interval = 50",
     "Runner.histogram_interval = 100",
     "Runner.eval_episodes = 3",
-]
+)
+
+MEANS = bindings("MultiArmedBanditEnv.means = [0.1, 0.3, 0.8, 0.6]")  # 4 arms: policy/prob_0..3
 
 # REINFORCE with a learned baseline fitted by plain SGD at learning rate 10: the least-squares
 # fit of V overshoots by a growing factor every update, so |G - V| grows geometrically until the
 # squared error overflows float32 (around step 20 for seed 0). Checkpoints every 5 pulls leave
 # good checkpoints before that.
-DIVERGING = [
+DIVERGING = (
     BANDIT,
-    "--gin_bindings=ReinforceAgent.use_baseline = True",
-    "--gin_bindings=ReinforceAgent.optimizer = @optimizers.SGD()",
-    "--gin_bindings=optimizers.SGD.learning_rate = 10.0",
-    "--gin_bindings=Runner.checkpoint_interval = 5",
-    "--gin_bindings=Runner.log_interval = 30",
-    "--gin_bindings=Runner.eval_interval = 60",
-    "--gin_bindings=Runner.eval_episodes = 1",
-    "--gin_bindings=Runner.histogram_interval = 60",
+    *bindings(
+        "ReinforceAgent.use_baseline = True",
+        "ReinforceAgent.optimizer = @optimizers.SGD()",
+        "optimizers.SGD.learning_rate = 10.0",
+        "Runner.checkpoint_interval = 5",
+        "Runner.log_interval = 30",
+        "Runner.eval_interval = 60",
+        "Runner.eval_episodes = 1",
+        "Runner.histogram_interval = 60",
+    ),
     "--seed=0",
+)
+
+# Bad input: the arguments, and what the error message must name.
+BAD_INPUTS = {
+    "typo_parameter": (
+        (BANDIT, *bindings("Runner.num_stepz = 5")),
+        ["'num_stepz'", "Did you mean 'num_steps'"],
+    ),
+    "unknown_configurable": (
+        (BANDIT, *bindings("Runnr.num_steps = 5")),
+        ["'Runnr'", "Did you mean 'Runner'"],
+    ),
+    "unknown_environment": (
+        (BANDIT, *bindings("make_env.env_id = 'CartPol-v1'")),
+        ["'CartPol-v1'", "'CartPole-v1'"],
+    ),
+    "missing_gin_file": (
+        ("--gin_file=gin_configs/nope.gin",),
+        ["'gin_configs/nope.gin' does not exist", "reinforce/bandit.gin"],
+    ),
+}
+# Each without --dry_run, and two with it (a parse error, and one raised building the parts).
+BAD_CASES = [
+    ("typo_parameter", False),
+    ("unknown_configurable", False),
+    ("unknown_environment", False),
+    ("missing_gin_file", False),
+    ("typo_parameter", True),
+    ("unknown_environment", True),
 ]
+
+
+def bad_name(case: str, dry_run: bool) -> str:
+    return f"bad_{case}{'_dry_run' if dry_run else ''}"
+
+
+@dataclasses.dataclass(frozen=True)
+class Invocation:
+    args: tuple[str, ...]
+    resumes: str | None = None  # runs in a copy of this invocation's folder, once it finished
+
+
+# Longest first: they start in this order.
+INVOCATIONS = {
+    "bandit": Invocation((BANDIT, *bindings("Runner.num_steps = 200"), *TINY, *MEANS, "--seed=3")),
+    "diverging": Invocation((*DIVERGING, *bindings("Runner.num_steps = 100"))),
+    "skipping": Invocation(
+        (*DIVERGING, *bindings("Runner.num_steps = 60", "Runner.skip_nonfinite_updates = True"))
+    ),
+    "resumed": Invocation(
+        (BANDIT, *bindings("Runner.num_steps = 400"), *TINY, *MEANS, "--seed=3"),
+        resumes="bandit",
+    ),
+    # A good config named inside the gin_configs package, with two bindings nothing reads.
+    "dry_run": Invocation(
+        (
+            "--gin_file=reinforce/bandit.gin",
+            *bindings(
+                "Runner.num_steps = 123", "DQNAgent.batch_size = 32", "eval/Runner.num_steps = 5"
+            ),
+            "--dry_run",
+        )
+    ),
+    "strict": Invocation(
+        (BANDIT, *bindings("Runner.num_steps = 10", "DQNAgent.batch_size = 32"), "--strict")
+    ),
+    "default": Invocation(("--dry_run",)),
+    **{
+        bad_name(case, dry_run): Invocation(
+            (*BAD_INPUTS[case][0], *(("--dry_run",) if dry_run else ()))
+        )
+        for case, dry_run in BAD_CASES
+    },
+}
 
 
 @dataclasses.dataclass
 class Result:
+    base_dir: pathlib.Path
     returncode: int
     stdout: str
     stderr: str
@@ -73,62 +159,85 @@ class Result:
         return lines[0]
 
 
-def run_cli(*args: str) -> Result:
-    completed = subprocess.run(
-        [sys.executable, "-m", "experiments.run", *args],
-        cwd=REPO_ROOT,
-        capture_output=True,
-        text=True,
-        timeout=180,
-    )
-    return Result(completed.returncode, completed.stdout, completed.stderr)
+class Invocations:
+    """Runs every invocation in the background; `[name]` waits for one and returns its Result."""
+
+    def __init__(self, root: pathlib.Path):
+        self._root = root
+        workers = min(len(INVOCATIONS), max(2, os.cpu_count() or 1))
+        self._pool = concurrent.futures.ThreadPoolExecutor(max_workers=workers)
+        # The queue is first in, first out: a resumed run's source starts before it does.
+        self._futures: dict[str, concurrent.futures.Future] = {}
+        for name in INVOCATIONS:
+            self._futures[name] = self._pool.submit(self._run, name)
+
+    def _run(self, name: str) -> Result:
+        invocation = INVOCATIONS[name]
+        base_dir = self._root / name / "run"  # does not exist: the CLI must create it
+        base_dir.parent.mkdir()
+        if invocation.resumes:
+            source = self[invocation.resumes]
+            assert source.returncode == 0, source.explain()
+            shutil.copytree(source.base_dir, base_dir)  # the source stays as it finished
+        completed = subprocess.run(
+            [sys.executable, "-m", "experiments.run", *invocation.args, f"--base_dir={base_dir}"],
+            cwd=REPO_ROOT,
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
+        return Result(base_dir, completed.returncode, completed.stdout, completed.stderr)
+
+    def __getitem__(self, name: str) -> Result:
+        return self._futures[name].result()
+
+    def close(self) -> None:
+        self._pool.shutdown(wait=True, cancel_futures=True)
 
 
-def bindings(*lines: str) -> list[str]:
-    return [f"--gin_bindings={line}" for line in lines]
+@pytest.fixture(scope="module")
+def cli(tmp_path_factory):
+    invocations = Invocations(tmp_path_factory.mktemp("cli"))
+    yield invocations
+    invocations.close()
 
 
-def complete_steps(base_dir) -> list[int]:
+def completed(cli: Invocations, name: str) -> Result:
+    result = cli[name]
+    assert result.returncode == 0, result.explain()
+    return result
+
+
+def complete_steps(base_dir: pathlib.Path) -> list[int]:
     """Steps of the checkpoints that have a completion marker, newest first."""
-    markers = glob.glob(os.path.join(base_dir, "checkpoints", "ckpt-*.complete"))
-    return sorted(
-        (int(re.search(r"ckpt-(\d+)\.complete$", m).group(1)) for m in markers), reverse=True
-    )
+    markers = glob.glob(str(base_dir / "checkpoints" / "ckpt-*.complete"))
+    steps = (int(re.search(r"ckpt-(\d+)\.complete$", marker).group(1)) for marker in markers)
+    return sorted(steps, reverse=True)
 
 
-def assert_checkpoint_finite(base_dir, step: int) -> None:
-    reader = tf.train.load_checkpoint(os.path.join(base_dir, "checkpoints", f"ckpt-{step}"))
+def assert_checkpoint_finite(base_dir: pathlib.Path, step: int) -> None:
+    reader = tf.train.load_checkpoint(str(base_dir / "checkpoints" / f"ckpt-{step}"))
     for name in reader.get_variable_to_shape_map():
-        value = reader.get_tensor(name)
-        if np.issubdtype(np.asarray(value).dtype, np.floating):
+        value = np.asarray(reader.get_tensor(name))
+        if np.issubdtype(value.dtype, np.floating):
             assert np.all(np.isfinite(value)), f"ckpt-{step}: {name} is not finite"
 
 
+def steps_of(scalars: dict[str, list[tuple[int, float]]], tag: str) -> list[int]:
+    return [step for step, _ in scalars[tag]]
+
+
 def assert_no_step_twice(scalars: dict[str, list[tuple[int, float]]]) -> None:
-    for tag, points in scalars.items():
-        steps = [step for step, _ in points]
+    for tag in scalars:
+        steps = steps_of(scalars, tag)
         assert len(steps) == len(set(steps)), f"{tag} has a step twice: {steps}"
 
 
 # ----- a finished run ------------------------------------------------------------------------
 
 
-@pytest.fixture(scope="module")
-def finished_run(tmp_path_factory):
-    base_dir = tmp_path_factory.mktemp("bandit") / "run"
-    result = run_cli(
-        BANDIT,
-        *bindings("Runner.num_steps = 200", *TINY),
-        f"--base_dir={base_dir}",
-        "--seed=3",
-    )
-    assert result.returncode == 0, result.explain()
-    return base_dir, result
-
-
-def test_run_logs_every_promised_tag(finished_run):
-    base_dir, _ = finished_run
-    tags = read_tags(str(base_dir))
+def test_run_logs_every_promised_tag(cli):
+    tags = read_tags(str(completed(cli, "bandit").base_dir))
     expected = {
         "train/episode_return",
         "train/episode_length",
@@ -146,208 +255,132 @@ def test_run_logs_every_promised_tag(finished_run):
     assert any(tag.startswith("weights/") for tag in tags), sorted(tags)
 
 
-def test_run_logs_at_the_configured_steps(finished_run):
-    base_dir, _ = finished_run
-    scalars = read_scalars(str(base_dir))
-    assert [step for step, _ in scalars["eval/episode_return"]] == [100, 200]
-    assert [step for step, _ in scalars["train/loss"]] == [50, 100, 150, 200]
+def test_run_logs_at_the_configured_steps(cli):
+    scalars = read_scalars(str(completed(cli, "bandit").base_dir))
+    assert steps_of(scalars, "eval/episode_return") == [100, 200]
+    assert steps_of(scalars, "train/loss") == [50, 100, 150, 200]
     # One pull per episode: an episode return at every step.
-    assert [step for step, _ in scalars["train/episode_return"]] == list(range(1, 201))
+    assert steps_of(scalars, "train/episode_return") == list(range(1, 201))
     assert_no_step_twice(scalars)
 
 
-def test_run_writes_config_and_metadata(finished_run):
-    base_dir, _ = finished_run
+def test_run_writes_config_and_metadata(cli):
+    base_dir = completed(cli, "bandit").base_dir
     config = (base_dir / "config.gin").read_text()
     assert "Runner.num_steps = 200" in config
     assert "Runner.seed = 3" in config
-    assert "MultiArmedBanditEnv.means = [0.2, 0.5, 0.9, 0.4]" in config
+    assert "MultiArmedBanditEnv.means = [0.1, 0.3, 0.8, 0.6]" in config
     metadata = json.loads((base_dir / "metadata.json").read_text())
-    assert metadata["seed"] == "3"
+    assert str(metadata["seed"]) == "3"
     for package in ("tensorflow", "gymnasium", "gin-config"):
         assert metadata[package] == importlib.metadata.version(package), package
 
 
-def test_run_leaves_a_complete_checkpoint(finished_run):
-    base_dir, _ = finished_run
+def test_run_leaves_a_complete_checkpoint(cli):
+    base_dir = completed(cli, "bandit").base_dir
     assert complete_steps(base_dir)[0] == 200
     marker = json.loads((base_dir / "checkpoints" / "ckpt-200.complete").read_text())
     assert marker["step"] == 200
     assert marker["files"], marker
 
 
-def test_run_log_names_the_folder_and_shows_progress(finished_run):
-    base_dir, result = finished_run
-    assert f"Run folder: {base_dir}" in result.stderr, result.explain()
+def test_run_log_names_the_folder_and_shows_progress(cli):
+    result = completed(cli, "bandit")
+    assert f"Run folder: {result.base_dir}" in result.stderr, result.explain()
     assert "step 50/200" in result.stderr, result.explain()
     assert "step 200/200" in result.stderr, result.explain()
 
 
-# ----- resuming ------------------------------------------------------------------------------
+# ----- resuming (a copy of the finished run, continued to 400 steps) --------------------------
 
 
-@pytest.fixture(scope="module")
-def resumed_run(finished_run, tmp_path_factory):
-    """The finished run, copied (the original stays as it was) and continued to 400 steps."""
-    base_dir = tmp_path_factory.mktemp("resumed") / "run"
-    shutil.copytree(finished_run[0], base_dir)
-    result = run_cli(
-        BANDIT,
-        *bindings("Runner.num_steps = 400", *TINY),
-        f"--base_dir={base_dir}",
-        "--seed=3",
-    )
-    assert result.returncode == 0, result.explain()
-    return base_dir, result
-
-
-def test_resume_continues_from_the_last_checkpoint(resumed_run):
-    base_dir, result = resumed_run
+def test_resume_continues_from_the_last_checkpoint(cli):
+    result = completed(cli, "resumed")
     assert "Resumed from" in result.stderr, result.explain()
     assert "at environment step 200." in result.stderr, result.explain()
     assert "step 50/400" not in result.stderr, result.explain()  # the first 200 are not redone
+    assert "step 250/400" in result.stderr, result.explain()
     assert "step 400/400" in result.stderr, result.explain()
-    assert complete_steps(base_dir)[0] == 400
+    assert complete_steps(result.base_dir)[0] == 400
 
 
-def test_resume_keeps_curves_continuous(resumed_run):
-    base_dir, _ = resumed_run
-    scalars = read_scalars(str(base_dir))
-    assert [step for step, _ in scalars["eval/episode_return"]] == [100, 200, 300, 400]
-    assert [step for step, _ in scalars["train/loss"]] == [50 * i for i in range(1, 9)]
-    assert [step for step, _ in scalars["train/episode_return"]] == list(range(1, 401))
+def test_resume_keeps_curves_continuous(cli):
+    scalars = read_scalars(str(completed(cli, "resumed").base_dir))
+    assert steps_of(scalars, "eval/episode_return") == [100, 200, 300, 400]
+    assert steps_of(scalars, "train/loss") == [50 * i for i in range(1, 9)]
+    assert steps_of(scalars, "train/episode_return") == list(range(1, 401))
     assert_no_step_twice(scalars)
 
 
 # ----- bad input -----------------------------------------------------------------------------
 
 
-BAD_INPUTS = {
-    "typo_parameter": (
-        [BANDIT, *bindings("Runner.num_stepz = 5")],
-        ["'num_stepz'", "Did you mean 'num_steps'"],
-    ),
-    "unknown_configurable": (
-        [BANDIT, *bindings("Runnr.num_steps = 5")],
-        ["'Runnr'", "Did you mean 'Runner'"],
-    ),
-    "unknown_environment": (
-        [BANDIT, *bindings("make_env.env_id = 'CartPol-v1'")],
-        ["'CartPol-v1'", "'CartPole-v1'"],
-    ),
-    "missing_gin_file": (
-        ["--gin_file=gin_configs/nope.gin"],
-        ["'gin_configs/nope.gin' does not exist", "reinforce/bandit.gin"],
-    ),
-}
-
-
-@pytest.mark.parametrize(
-    ("case", "dry_run"),
-    [
-        *((case, False) for case in BAD_INPUTS),
-        ("typo_parameter", True),
-        ("unknown_environment", True),
-    ],
-)
-def test_bad_input_fails_with_one_paragraph_and_writes_nothing(case, dry_run, tmp_path):
-    args, culprits = BAD_INPUTS[case]
-    base_dir = tmp_path / "run"
-    result = run_cli(*args, f"--base_dir={base_dir}", *(["--dry_run"] if dry_run else []))
+@pytest.mark.parametrize(("case", "dry_run"), BAD_CASES)
+def test_bad_input_fails_with_one_paragraph_and_writes_nothing(cli, case, dry_run):
+    result = cli[bad_name(case, dry_run)]
     assert result.returncode == 1, result.explain()
     message = result.error_message()
-    for culprit in culprits:
+    for culprit in BAD_INPUTS[case][1]:
         assert culprit in message, result.explain()
     assert result.stdout == "", result.explain()  # a dry run prints no config either
-    assert not base_dir.exists()
+    assert not result.base_dir.exists()
 
 
 # ----- dry runs and unused bindings -----------------------------------------------------------
 
 
-@pytest.fixture(scope="module")
-def dry_run(tmp_path_factory):
-    """A good config named inside the gin_configs package, with two bindings nothing reads."""
-    base_dir = tmp_path_factory.mktemp("dry") / "run"
-    result = run_cli(
-        "--gin_file=reinforce/bandit.gin",
-        *bindings("DQNAgent.batch_size = 32", "eval/Runner.num_steps = 5"),
-        f"--base_dir={base_dir}",
-        "--dry_run",
-    )
-    return base_dir, result
-
-
-def test_dry_run_prints_config_and_writes_nothing(dry_run):
-    base_dir, result = dry_run
-    assert result.returncode == 0, result.explain()
-    assert "Runner.num_steps = 3000" in result.stdout, result.explain()
-    assert "MultiArmedBanditEnv.means = [0.2, 0.5, 0.9, 0.4]" in result.stdout
-    assert not base_dir.exists()
+def test_dry_run_prints_config_and_writes_nothing(cli):
+    result = completed(cli, "dry_run")
+    assert "Runner.num_steps = 123" in result.stdout, result.explain()
+    assert "make_env.env_id = 'MultiArmedBandit-v0'" in result.stdout, result.explain()
     assert "Run folder" not in result.stderr, result.explain()
+    assert not result.base_dir.exists()
 
 
-def test_dry_run_warns_about_unused_bindings_by_name(dry_run):
-    _, result = dry_run
+def test_dry_run_warns_about_unused_bindings_by_name(cli):
+    result = completed(cli, "dry_run")
     warnings = [line for line in result.stderr.splitlines() if "never used" in line]
     assert any("DQNAgent.batch_size" in line for line in warnings), result.explain()
     assert any("eval/Runner.num_steps" in line for line in warnings), result.explain()
     assert len(warnings) == 2, result.explain()  # the bindings that are used are not reported
 
 
-def test_strict_fails_on_an_unused_binding(tmp_path):
-    base_dir = tmp_path / "run"
-    result = run_cli(
-        BANDIT,
-        *bindings("Runner.num_steps = 10", "DQNAgent.batch_size = 32"),
-        f"--base_dir={base_dir}",
-        "--strict",
-    )
+def test_strict_fails_on_an_unused_binding(cli):
+    result = cli["strict"]
     assert result.returncode == 1, result.explain()
     message = result.error_message()
     assert "--strict" in message and "DQNAgent.batch_size" in message, message
-    assert not base_dir.exists()
+    assert not result.base_dir.exists()
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="experiments/run.py DEFAULT_GIN_FILE names gin_configs/dqn/cartpole.gin, which does "
-    "not exist (only dqn/cartpole_rlzoo.gin does), so running with no flags fails",
-)
-def test_no_flags_uses_the_default_config():
-    result = run_cli("--dry_run")
-    assert result.returncode == 0, result.explain()
-    assert "DQNAgent" in result.stdout and "CartPole-v1" in result.stdout, result.explain()
+def test_no_flags_builds_the_default_config(cli):
+    result = completed(cli, "default")
+    assert "Runner.agent = @DQNAgent" in result.stdout, result.explain()
+    assert "make_env.env_id = 'CartPole-v1'" in result.stdout, result.explain()
 
 
 # ----- non-finite updates --------------------------------------------------------------------
 
 
-def test_nonfinite_loss_stops_at_the_step_and_names_the_last_good_checkpoint(tmp_path):
-    base_dir = tmp_path / "run"
-    result = run_cli(*DIVERGING, *bindings("Runner.num_steps = 100"), f"--base_dir={base_dir}")
+def test_nonfinite_loss_stops_at_the_step_and_names_the_last_good_checkpoint(cli):
+    result = cli["diverging"]
     assert result.returncode == 1, result.explain()
     message = result.error_message()
     failure = re.search(r"Non-finite (loss|gradient) at environment step (\d+)", message)
     assert failure, message
     failing_step = int(failure.group(2))
-    steps = complete_steps(base_dir)
+    steps = complete_steps(result.base_dir)
     assert steps, f"the run diverged at step {failing_step}, before any checkpoint"
     assert steps[0] < failing_step
-    assert f"last good checkpoint is at step {steps[0]} in {base_dir / 'checkpoints'}" in message
-    assert not glob.glob(str(base_dir / "checkpoints" / f"ckpt-{failing_step}.*"))
-    assert_checkpoint_finite(base_dir, steps[0])
+    checkpoints = result.base_dir / "checkpoints"
+    assert f"last good checkpoint is at step {steps[0]} in {checkpoints}" in message
+    assert not glob.glob(str(checkpoints / f"ckpt-{failing_step}.*"))
+    assert_checkpoint_finite(result.base_dir, steps[0])
 
 
-def test_skipping_nonfinite_updates_finishes_and_counts_them(tmp_path):
-    base_dir = tmp_path / "run"
-    result = run_cli(
-        *DIVERGING,
-        *bindings("Runner.num_steps = 60", "Runner.skip_nonfinite_updates = True"),
-        f"--base_dir={base_dir}",
-    )
-    assert result.returncode == 0, result.explain()
-    scalars = read_scalars(str(base_dir))
+def test_skipping_nonfinite_updates_finishes_and_counts_them(cli):
+    result = completed(cli, "skipping")
+    scalars = read_scalars(str(result.base_dir))
     assert final_value(scalars, "train/skipped_nonfinite_steps") > 0, scalars
-    assert complete_steps(base_dir)[0] == 60
-    assert_checkpoint_finite(base_dir, 60)  # skipped updates were never applied
+    assert complete_steps(result.base_dir)[0] == 60
+    assert_checkpoint_finite(result.base_dir, 60)  # skipped updates were never applied

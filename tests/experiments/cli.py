@@ -1,0 +1,60 @@
+"""Runs `python -m experiments.run` in a subprocess, for tests of the command line itself."""
+
+import glob
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import numpy as np
+import tensorflow as tf
+
+REPO_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+
+def command(base_dir, gin_file: str, bindings=(), *flags: str) -> list[str]:
+    args = [sys.executable, "-m", "experiments.run", f"--gin_file={gin_file}", f"--base_dir={base_dir}"]
+    return args + [f"--gin_bindings={b}" for b in bindings] + list(flags)
+
+
+def start(base_dir, gin_file: str, bindings=()) -> subprocess.Popen:
+    return subprocess.Popen(
+        command(base_dir, gin_file, bindings),
+        cwd=REPO_ROOT,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+
+
+def finish(process: subprocess.Popen, timeout: float = 240) -> str:
+    _, stderr = process.communicate(timeout=timeout)
+    assert process.returncode == 0, stderr[-3000:]
+    return stderr
+
+
+def kill_after_first_checkpoint(process: subprocess.Popen, base_dir, extra_delay: float = 0.0):
+    """SIGKILLs `process` once a complete checkpoint exists (plus `extra_delay` seconds)."""
+    pattern = os.path.join(str(base_dir), "checkpoints", "*.complete")
+    deadline = time.monotonic() + 240
+    while not glob.glob(pattern):
+        assert process.poll() is None, "the run ended before its first checkpoint"
+        assert time.monotonic() < deadline, "no checkpoint appeared"
+        time.sleep(0.01)
+    time.sleep(extra_delay)
+    process.send_signal(signal.SIGKILL)
+    process.wait()
+    return process.returncode
+
+
+def final_weights(base_dir) -> dict[str, np.ndarray]:
+    """Every variable of the newest complete checkpoint, by checkpoint key."""
+    markers = glob.glob(os.path.join(str(base_dir), "checkpoints", "*.complete"))
+    newest = max(markers, key=lambda p: int(os.path.basename(p).split("-")[1].split(".")[0]))
+    reader = tf.train.load_checkpoint(newest.removesuffix(".complete"))
+    return {
+        key: reader.get_tensor(key)
+        for key in reader.get_variable_to_shape_map()
+        if key != "_CHECKPOINTABLE_OBJECT_GRAPH"
+    }

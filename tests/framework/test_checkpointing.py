@@ -1,0 +1,90 @@
+"""Damaged checkpoints are reported and skipped, never deleted; none usable is a clear error."""
+
+import glob
+import os
+
+import gin
+import pytest
+
+from framework import config
+from framework.checkpointing import CheckpointError
+from framework.runner import Runner
+from tests.runs import train
+
+BANDIT = ["gin_configs/reinforce/bandit.gin"]
+SHORT = ["Runner.checkpoint_interval = 100", "Runner.eval_interval = 1000", "Runner.log_interval = 100"]
+DQN = ["gin_configs/dqn/cartpole.gin"]
+DQN_SHORT = [
+    "Runner.checkpoint_interval = 150",
+    "Runner.eval_interval = 1000",
+    "Runner.eval_episodes = 1",
+    "DQNAgent.learning_starts = 100",
+    "DQNAgent.train_freq = 50",
+    "DQNAgent.gradient_steps = 2",
+]
+
+
+def _resume(base_dir, gin_files, bindings) -> Runner:
+    gin.clear_config()
+    config.parse(gin_files, bindings)
+    runner = Runner(str(base_dir))
+    runner.run()
+    return runner
+
+
+def _listing(directory) -> dict[str, int]:
+    return {p: os.path.getsize(p) for p in glob.glob(os.path.join(directory, "**"), recursive=True)}
+
+
+def _damage(path: str, how: str) -> None:
+    data = open(path, "rb").read()
+    with open(path, "wb") as f:
+        f.write({"truncate": data[: len(data) // 2], "empty": b"", "garbage": os.urandom(64)}[how])
+
+
+@pytest.mark.parametrize(
+    ("pattern", "how"),
+    [
+        ("ckpt-{step}.data-*", "truncate"),
+        ("ckpt-{step}.index", "empty"),
+        ("ckpt-{step}.extras/runner_state.json", "garbage"),
+        ("ckpt-{step}.complete", "garbage"),
+    ],
+)
+def test_damaged_newest_checkpoint_falls_back_to_previous(tmp_path, pattern, how, caplog):
+    train(tmp_path, BANDIT, [*SHORT, "Runner.num_steps = 300"])
+    checkpoints = tmp_path / "checkpoints"
+    damaged = glob.glob(str(checkpoints / pattern.format(step=300)))[0]
+    _damage(damaged, how)
+    before = _listing(checkpoints)
+    runner = _resume(tmp_path, BANDIT, [*SHORT, "Runner.num_steps = 400"])
+    assert runner.state.env_steps == 400
+    assert any("ckpt-300" in r.getMessage() and "damaged" in r.getMessage() for r in caplog.records)
+    # The run went on from step 200; the damaged checkpoint was moved aside, untouched.
+    kept = checkpoints / "damaged" / os.path.relpath(damaged, checkpoints)
+    assert os.path.getsize(kept) == before[damaged]
+
+
+def test_damaged_replay_file_falls_back(tmp_path):
+    train(tmp_path, DQN, [*DQN_SHORT, "Runner.num_steps = 400"])
+    steps = sorted(int(p.split("-")[-1].split(".")[0]) for p in glob.glob(str(tmp_path / "checkpoints/*.complete")))
+    newest = tmp_path / "checkpoints" / f"ckpt-{steps[-1]}.extras" / "replay.npz"
+    _damage(str(newest), "truncate")
+    size = os.path.getsize(newest)
+    runner = _resume(tmp_path, DQN, [*DQN_SHORT, "Runner.num_steps = 500"])
+    assert runner.state.env_steps == 500
+    kept = tmp_path / "checkpoints" / "damaged" / newest.parent.name / "replay.npz"
+    assert os.path.getsize(kept) == size
+
+
+def test_no_usable_checkpoint_is_an_error_that_deletes_nothing(tmp_path):
+    train(tmp_path, BANDIT, [*SHORT, "Runner.num_steps = 200"])
+    checkpoints = tmp_path / "checkpoints"
+    for data in glob.glob(str(checkpoints / "*.data-*")):
+        _damage(data, "garbage")
+    before = _listing(tmp_path)
+    with pytest.raises(CheckpointError) as error:
+        _resume(tmp_path, BANDIT, [*SHORT, "Runner.num_steps = 300"])
+    message = str(error.value)
+    assert "ckpt-200" in message and "ckpt-100" in message and "Nothing was deleted" in message
+    assert _listing(tmp_path) == before
