@@ -156,9 +156,10 @@ class ReinforceAgent(Agent):
     def restore_extras(self, directory: str) -> None:
         super().restore_extras(directory)
         with np.load(os.path.join(directory, _PENDING_FILE)) as pending:
-            splits = np.cumsum(pending["lengths"])[:-1]
-            columns = [np.split(pending[name], splits) for name in Episode._fields]
-            self._finished = [Episode(*parts) for parts in zip(*columns, strict=True)]
+            lengths = pending["lengths"]
+            columns = [np.split(pending[name], np.cumsum(lengths)[:-1]) for name in Episode._fields]
+        # Splitting empty columns still yields one (empty) part: keep one part per length.
+        self._finished = [Episode(*parts) for parts in zip(*columns, strict=True)][: len(lengths)]
         self._episode = []
 
     def checkpoint_items(self):

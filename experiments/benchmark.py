@@ -1,4 +1,9 @@
-"""Throughput and learning-quality figures for named configs, printed as one table per config.
+"""Throughput, learning-quality and checkpoint figures for named configs, one table per config.
+
+Per seed: environment steps per second over the whole training (acting, learning, evaluation
+and checkpoints included), the final and best eval return, the first step whose eval return
+reaches --threshold, and what the final checkpoint cost (milliseconds, megabytes with the full
+replay) and how long restoring it takes.
 
   python -m experiments.benchmark --configs=gin_configs/dqn/cartpole.gin --seeds=5
 
@@ -38,7 +43,18 @@ def train_once(gin_file: str, bindings: list[str], seed: int) -> dict:
         start = time.perf_counter()
         curve = runner.run()
         seconds = time.perf_counter() - start
-    return {"seed": seed, "seconds": seconds, "steps": runner.num_steps, "curve": curve}
+        save_seconds, save_bytes = runner.checkpoint_cost
+        resumed = Runner(base_dir)  # finds the final checkpoint: restores, nothing left to train
+        resumed.run()
+    return {
+        "seed": seed,
+        "seconds": seconds,
+        "steps": runner.num_steps,
+        "curve": curve,
+        "save_ms": 1000 * save_seconds,
+        "save_mb": save_bytes / 1e6,
+        "resume_s": resumed.resume_seconds,
+    }
 
 
 def steps_to_threshold(curve: list[tuple[int, float]], threshold: float) -> int | None:
@@ -46,13 +62,17 @@ def steps_to_threshold(curve: list[tuple[int, float]], threshold: float) -> int 
 
 
 def summarize(gin_file: str, results: list[dict], threshold: float) -> str:
-    lines = [f"== {gin_file}", "seed  steps/s  final_eval  best_eval  steps_to_threshold"]
+    lines = [
+        f"== {gin_file}",
+        "seed  steps/s  final_eval  best_eval  steps_to_threshold  ckpt_ms  ckpt_MB  resume_s",
+    ]
     for r in sorted(results, key=lambda r: r["seed"]):
         final, best = r["curve"][-1][1], max(v for _, v in r["curve"])
         reached = steps_to_threshold(r["curve"], threshold)
         lines.append(
             f"{r['seed']:>4}  {r['steps'] / r['seconds']:>7.0f}  {final:>10.1f}  {best:>9.1f}  "
-            f"{reached if reached is not None else '-':>18}"
+            f"{reached if reached is not None else '-':>18}  {r['save_ms']:>7.1f}  "
+            f"{r['save_mb']:>7.2f}  {r['resume_s']:>8.2f}"
         )
     speeds = [r["steps"] / r["seconds"] for r in results]
     finals = [r["curve"][-1][1] for r in results]

@@ -59,8 +59,11 @@ class CheckpointStore:
     def _prefix(self, step: int) -> str:
         return os.path.join(self.directory, f"ckpt-{step}")
 
-    def save(self, step: int, write_extras: Callable[[str], None]) -> str:
-        """Writes TF state and extras for `step`, then the marker that makes them count."""
+    def save(self, step: int, write_extras: Callable[[str], None]) -> int:
+        """Writes TF state and extras for `step`, then the marker that makes them count.
+
+        Returns the checkpoint's size in bytes.
+        """
         prefix = self._prefix(step)
         extras_dir = prefix + ".extras"
         if os.path.exists(prefix + _MARKER_SUFFIX):
@@ -86,7 +89,7 @@ class CheckpointStore:
         os.replace(tmp, prefix + _MARKER_SUFFIX)
         _fsync_dir(self.directory)
         self._prune(keep=step)
-        return prefix
+        return sum(os.path.getsize(path) for path in files)
 
     def complete_steps(self) -> list[int]:
         """Steps that have a completion marker, newest first (not yet verified)."""

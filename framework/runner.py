@@ -1,14 +1,18 @@
 """The training loop: act, observe, update, evaluate, checkpoint, log. It knows no algorithm.
 
 Checkpoints are taken at episode boundaries (the first episode end after each
-`checkpoint_interval` steps), where the only environment state that matters is its random
-generators, which are saved. A resumed run therefore continues exactly as the uninterrupted run
-would have: same episodes, same updates, same numbers.
+`checkpoint_interval` steps, and at the end), where the only environment state that matters is
+its random generators. A checkpoint holds everything else that decides the rest of the run: the
+agent's variables and optimizer slots, its numpy-side state (replay, generator, counters), the
+loop's counters, and every random generator (the environment's, its action space's, Python's,
+numpy's and TF's global ones). A resumed run therefore continues exactly as the uninterrupted
+run would have: same episodes, same updates, bitwise the same weights.
 """
 
 import collections
 import json
 import os
+import random
 import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
@@ -40,11 +44,30 @@ class RunnerState:
     last_checkpoint_step: int = 0
     env_rng: dict | None = None
     action_space_rng: dict | None = None
+    global_rngs: dict | None = None  # Python's and numpy's global generators
+
+
+def global_rng_states() -> dict:
+    """Python's and numpy's global generator states, as JSON-able values."""
+    version, internal, gauss = random.getstate()
+    name, keys, position, has_gauss, cached = np.random.get_state()
+    return {
+        "python": [version, list(internal), gauss],
+        "numpy": [name, keys.tolist(), position, has_gauss, cached],
+    }
+
+
+def set_global_rng_states(states: dict) -> None:
+    version, internal, gauss = states["python"]
+    random.setstate((version, tuple(internal), gauss))
+    name, keys, position, has_gauss, cached = states["numpy"]
+    np.random.set_state((name, np.array(keys, dtype=np.uint32), position, has_gauss, cached))
 
 
 def seed_everything(seed: int) -> None:
     """Seeds Python, numpy and TF, and makes TF ops deterministic (same seed, same numbers)."""
     keras.utils.set_random_seed(seed)
+    tf.random.set_global_generator(tf.random.Generator.from_seed(seed))
     tf.config.experimental.enable_op_determinism()
 
 
@@ -104,6 +127,8 @@ class Runner:
         self.env.action_space.seed(seed)
         self.state = RunnerState()
         self.eval_returns: list[tuple[int, float]] = []  # (env step, mean return)
+        self.checkpoint_cost: tuple[float, int] | None = None  # last save: (seconds, bytes)
+        self.resume_seconds: float | None = None
 
     # ----- checkpoints -------------------------------------------------------------------------
 
@@ -121,17 +146,36 @@ class Runner:
         writers.flush()  # what was logged up to this step must survive a kill from here on
         self.state.env_rng = self.env.unwrapped.np_random.bit_generator.state
         self.state.action_space_rng = self.env.action_space.np_random.bit_generator.state
+        self.state.global_rngs = global_rng_states()
         self.state.last_checkpoint_step = self.state.env_steps
-        store.save(self.state.env_steps, self._write_extras)
+        start = time.perf_counter()
+        size = store.save(self.state.env_steps, self._write_extras)
+        self.checkpoint_cost = (time.perf_counter() - start, size)
+        writers.scalars(
+            "train",
+            self.state.env_steps,
+            {
+                "checkpoint/save_ms": 1000 * self.checkpoint_cost[0],
+                "checkpoint/megabytes": size / 1e6,
+            },
+        )
 
     def _resume(self, store: CheckpointStore) -> None:
+        start = time.perf_counter()
         step = store.restore_latest(self._read_extras)
         if step is None:
             return
         self.agent.restored()
         self.env.unwrapped.np_random.bit_generator.state = self.state.env_rng
         self.env.action_space.np_random.bit_generator.state = self.state.action_space_rng
-        logging.info("Resumed from %s at environment step %d.", store.directory, step)
+        set_global_rng_states(self.state.global_rngs)
+        self.resume_seconds = time.perf_counter() - start
+        logging.info(
+            "Resumed from %s at environment step %d (%.2f s).",
+            store.directory,
+            step,
+            self.resume_seconds,
+        )
 
     # ----- evaluation --------------------------------------------------------------------------
 
@@ -160,7 +204,7 @@ class Runner:
         os.makedirs(self.base_dir, exist_ok=True)
         store = CheckpointStore(
             os.path.join(self.base_dir, "checkpoints"),
-            self.agent.checkpoint_items(),
+            {"tf_rng": tf.random.get_global_generator(), **self.agent.checkpoint_items()},
             max_to_keep=self.max_checkpoints_to_keep,
         )
         self._resume(store)

@@ -19,7 +19,9 @@ def _agent_with_replay(**kwargs) -> DQNAgent:
     for _ in range(200):
         action = agent.act(observation, explore=True)
         next_observation, reward, terminated, truncated, _ = env.step(action)
-        agent.observe(Transition(observation, action, reward, next_observation, terminated, truncated))
+        agent.observe(
+            Transition(observation, action, reward, next_observation, terminated, truncated)
+        )
         observation = env.reset()[0] if terminated or truncated else next_observation
     return agent
 

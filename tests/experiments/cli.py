@@ -14,7 +14,13 @@ REPO_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__fi
 
 
 def command(base_dir, gin_file: str, bindings=(), *flags: str) -> list[str]:
-    args = [sys.executable, "-m", "experiments.run", f"--gin_file={gin_file}", f"--base_dir={base_dir}"]
+    args = [
+        sys.executable,
+        "-m",
+        "experiments.run",
+        f"--gin_file={gin_file}",
+        f"--base_dir={base_dir}",
+    ]
     return args + [f"--gin_bindings={b}" for b in bindings] + list(flags)
 
 

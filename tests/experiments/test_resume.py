@@ -1,5 +1,9 @@
 """A SIGKILLed run, started again, ends exactly where the uninterrupted run ends."""
 
+import random
+import signal
+import time
+
 import numpy as np
 import pytest
 
@@ -57,9 +61,43 @@ def test_killed_run_resumes_bitwise_identically(tmp_path, agent):
         if tag != "train/steps_per_second":
             assert [s for s, _ in resumed[tag]] == [s for s, _ in expected[tag]], tag
 
-    weights, expected_weights = cli.final_weights(tmp_path / "killed"), cli.final_weights(
-        tmp_path / "uninterrupted"
+    weights, expected_weights = (
+        cli.final_weights(tmp_path / "killed"),
+        cli.final_weights(tmp_path / "uninterrupted"),
     )
     assert weights.keys() == expected_weights.keys()
     for key, value in expected_weights.items():
+        np.testing.assert_array_equal(weights[key], value, err_msg=key)
+
+
+@pytest.mark.slow
+def test_twenty_kills_at_random_moments_leave_one_clean_identical_run(tmp_path):
+    gin_file = "gin_configs/dqn/cartpole.gin"
+    bindings = [
+        "Runner.num_steps = 30000",
+        "Runner.checkpoint_interval = 500",
+        "Runner.eval_interval = 2000",
+        "Runner.eval_episodes = 3",
+        "Runner.log_interval = 500",
+    ]
+    rng = random.Random(0)
+    kills = 0
+    while kills < 20:
+        process = cli.start(tmp_path / "killed", gin_file, bindings)
+        time.sleep(rng.uniform(1.0, 5.5))  # the TF import alone takes ~3 s
+        if process.poll() is not None:
+            break  # finished before this kill
+        process.send_signal(signal.SIGKILL)
+        process.wait()
+        kills += 1
+    cli.finish(cli.start(tmp_path / "killed", gin_file, bindings))
+    cli.finish(cli.start(tmp_path / "uninterrupted", gin_file, bindings))
+    assert kills == 20
+
+    expected, resumed = (read_scalars(tmp_path / name) for name in ("uninterrupted", "killed"))
+    assert_one_clean_curve_per_tag(resumed)
+    assert resumed["eval/episode_return"] == expected["eval/episode_return"]
+    assert resumed["train/episode_return"] == expected["train/episode_return"]
+    weights = cli.final_weights(tmp_path / "killed")
+    for key, value in cli.final_weights(tmp_path / "uninterrupted").items():
         np.testing.assert_array_equal(weights[key], value, err_msg=key)

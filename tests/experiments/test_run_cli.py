@@ -296,8 +296,9 @@ def test_run_log_names_the_folder_and_shows_progress(cli):
 
 def test_resume_continues_from_the_last_checkpoint(cli):
     result = completed(cli, "resumed")
-    assert "Resumed from" in result.stderr, result.explain()
-    assert "at environment step 200." in result.stderr, result.explain()
+    resumed = re.search(r"Resumed from (\S+) at environment step (\d+)\b", result.stderr)
+    assert resumed, result.explain()
+    assert resumed.groups() == (str(result.base_dir / "checkpoints"), "200"), result.explain()
     assert "step 50/400" not in result.stderr, result.explain()  # the first 200 are not redone
     assert "step 250/400" in result.stderr, result.explain()
     assert "step 400/400" in result.stderr, result.explain()

@@ -12,7 +12,11 @@ from framework.runner import Runner
 from tests.runs import train
 
 BANDIT = ["gin_configs/reinforce/bandit.gin"]
-SHORT = ["Runner.checkpoint_interval = 100", "Runner.eval_interval = 1000", "Runner.log_interval = 100"]
+SHORT = [
+    "Runner.checkpoint_interval = 100",
+    "Runner.eval_interval = 1000",
+    "Runner.log_interval = 100",
+]
 DQN = ["gin_configs/dqn/cartpole.gin"]
 DQN_SHORT = [
     "Runner.checkpoint_interval = 150",
@@ -37,7 +41,8 @@ def _listing(directory) -> dict[str, int]:
 
 
 def _damage(path: str, how: str) -> None:
-    data = open(path, "rb").read()
+    with open(path, "rb") as f:
+        data = f.read()
     with open(path, "wb") as f:
         f.write({"truncate": data[: len(data) // 2], "empty": b"", "garbage": os.urandom(64)}[how])
 
@@ -67,7 +72,10 @@ def test_damaged_newest_checkpoint_falls_back_to_previous(tmp_path, pattern, how
 
 def test_damaged_replay_file_falls_back(tmp_path):
     train(tmp_path, DQN, [*DQN_SHORT, "Runner.num_steps = 400"])
-    steps = sorted(int(p.split("-")[-1].split(".")[0]) for p in glob.glob(str(tmp_path / "checkpoints/*.complete")))
+    steps = sorted(
+        int(p.split("-")[-1].split(".")[0])
+        for p in glob.glob(str(tmp_path / "checkpoints/*.complete"))
+    )
     newest = tmp_path / "checkpoints" / f"ckpt-{steps[-1]}.extras" / "replay.npz"
     _damage(str(newest), "truncate")
     size = os.path.getsize(newest)
