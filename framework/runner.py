@@ -221,12 +221,7 @@ class Runner:
 
     def _train(self, store: CheckpointStore, writers: SummaryWriters) -> None:
         state = self.state
-        recent_returns: collections.deque[float] = collections.deque(maxlen=20)
-        last_log_step, last_log_time = state.env_steps, time.perf_counter()
-        # Aligned to multiples of the intervals, so a resumed run logs at the same steps.
-        next_log = (state.env_steps // self.log_interval + 1) * self.log_interval
-        next_histogram = (state.env_steps // self.histogram_interval + 1) * self.histogram_interval
-        pending_metrics: dict[str, tf.Tensor] = {}
+        progress = _Progress(state.env_steps, self.log_interval, self.histogram_interval)
         observation, _ = self.env.reset()
         episode_return, episode_length = 0.0, 0
         while state.env_steps < self.num_steps:
@@ -243,44 +238,17 @@ class Runner:
             metrics = self.agent.update()
             if metrics:
                 self._check_finite(metrics)
-                pending_metrics = metrics
-            if state.env_steps >= next_log or state.env_steps == self.num_steps:
-                now = time.perf_counter()
-                speed = (state.env_steps - last_log_step) / (now - last_log_time)
-                scalars = {"steps_per_second": speed, **to_floats(pending_metrics)}
-                scalars["skipped_nonfinite_steps"] = state.skipped_nonfinite_steps
-                scalars = {f"train/{name}": value for name, value in scalars.items()}
-                scalars.update(self.agent.diagnostics(next_observation))
-                writers.scalars("train", state.env_steps, scalars)
-                logging.info(
-                    "step %d/%d | return (last %d episodes) %.1f | %.0f steps/s",
-                    state.env_steps,
-                    self.num_steps,
-                    len(recent_returns),
-                    np.mean(recent_returns) if recent_returns else float("nan"),
-                    speed,
-                )
-                last_log_step, last_log_time = state.env_steps, now
-                pending_metrics = {}
-                next_log += self.log_interval
-            if state.env_steps >= next_histogram:
+                progress.metrics = metrics
+            if state.env_steps >= progress.next_log or state.env_steps == self.num_steps:
+                self._log_progress(writers, progress, next_observation)
+            if state.env_steps >= progress.next_histogram:
                 writers.histograms(state.env_steps, self.agent.histogram_variables())
-                next_histogram += self.histogram_interval
+                progress.next_histogram += self.histogram_interval
             if state.env_steps % self.eval_interval == 0 or state.env_steps == self.num_steps:
-                mean, std, length = self.evaluate()
-                self.eval_returns.append((state.env_steps, mean))
-                writers.scalars(
-                    "eval",
-                    state.env_steps,
-                    {
-                        "eval/episode_return": mean,
-                        "eval/episode_return_std": std,
-                        "eval/episode_length": length,
-                    },
-                )
+                self._evaluate_and_log(writers)
             if terminated or truncated:
                 state.episodes += 1
-                recent_returns.append(episode_return)
+                progress.returns.append(episode_return)
                 writers.scalars(
                     "train",
                     state.env_steps,
@@ -297,6 +265,43 @@ class Runner:
                 observation = next_observation
         if state.last_checkpoint_step != state.env_steps:
             self._save(store, writers)
+
+    def _log_progress(
+        self, writers: SummaryWriters, progress: "_Progress", observation: np.ndarray
+    ) -> None:
+        """The latest learner metrics, throughput and policy diagnostics; a progress line."""
+        step = self.state.env_steps
+        now = time.perf_counter()
+        speed = (step - progress.last_step) / (now - progress.last_time)
+        scalars = {"steps_per_second": speed, **to_floats(progress.metrics)}
+        scalars["skipped_nonfinite_steps"] = self.state.skipped_nonfinite_steps
+        scalars = {f"train/{name}": value for name, value in scalars.items()}
+        scalars.update(self.agent.diagnostics(observation))
+        writers.scalars("train", step, scalars)
+        recent = np.mean(progress.returns) if progress.returns else float("nan")
+        logging.info(
+            "step %d/%d | return (last %d episodes) %.1f | %.0f steps/s",
+            step,
+            self.num_steps,
+            len(progress.returns),
+            recent,
+            speed,
+        )
+        progress.last_step, progress.last_time, progress.metrics = step, now, {}
+        progress.next_log += self.log_interval
+
+    def _evaluate_and_log(self, writers: SummaryWriters) -> None:
+        mean, std, length = self.evaluate()
+        self.eval_returns.append((self.state.env_steps, mean))
+        writers.scalars(
+            "eval",
+            self.state.env_steps,
+            {
+                "eval/episode_return": mean,
+                "eval/episode_return_std": std,
+                "eval/episode_length": length,
+            },
+        )
 
     def _check_finite(self, metrics: dict[str, tf.Tensor]) -> None:
         nonfinite = int(metrics["nonfinite_steps"])
@@ -315,3 +320,15 @@ class Runner:
             f"{os.path.join(self.base_dir, 'checkpoints')}. Lower the learning rate or clip "
             "gradients, or set Runner.skip_nonfinite_updates = True to skip such updates."
         )
+
+
+class _Progress:
+    """Bookkeeping for logging: when next, what since last time, recent returns."""
+
+    def __init__(self, step: int, log_interval: int, histogram_interval: int):
+        self.last_step, self.last_time = step, time.perf_counter()
+        # Aligned to multiples of the intervals, so a resumed run logs at the same steps.
+        self.next_log = (step // log_interval + 1) * log_interval
+        self.next_histogram = (step // histogram_interval + 1) * histogram_interval
+        self.metrics: dict[str, tf.Tensor] = {}  # the latest learner metrics not yet logged
+        self.returns: collections.deque[float] = collections.deque(maxlen=20)
