@@ -53,6 +53,10 @@ class Agent(tf.Module, abc.ABC):
     def checkpoint_items(self) -> dict[str, Any]:
         """Trackables to save in the TF checkpoint (networks, optimizer, counters)."""
 
+    def start_episode(self) -> None:
+        """A new episode starts; drop what is left of one that never ended (the run stopped
+        mid-episode and was resumed to train longer). A no-op after a normal episode end."""
+
     def restored(self) -> None:
         """Called after a checkpoint restore: refresh anything derived from the variables."""
 

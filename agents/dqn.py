@@ -85,10 +85,7 @@ class DQNAgent(Agent):
             online_variables=self.online.weights,
             target_variables=self.target.weights,
         )
-        if networks.NumpyForward.supports(self.online):
-            self._q_values = networks.NumpyForward(self.online)
-        else:
-            self._q_values = _CompiledForward(self.online)
+        self._q_values = networks.acting_forward(self.online)
         self.steps = 0  # transitions observed; drives epsilon and the training schedule
 
     def act(self, observation: np.ndarray, explore: bool) -> int:
@@ -100,6 +97,9 @@ class DQNAgent(Agent):
     def observe(self, transition: Transition) -> None:
         self.replay.add(*transition)
         self.steps += 1
+
+    def start_episode(self) -> None:
+        self.replay.end_episode()
 
     def update(self) -> dict[str, tf.Tensor]:
         if self.steps < self.learning_starts or self.steps % self.train_freq:
@@ -155,16 +155,3 @@ class DQNAgent(Agent):
 
     def histogram_variables(self) -> dict[str, tf.Variable]:
         return {v.path: v for v in self.online.weights}
-
-
-class _CompiledForward:
-    """Q-values through one compiled call, for networks where numpy does not pay (conv nets)."""
-
-    def __init__(self, model: keras.Model):
-        self._forward = tf.function(model, reduce_retracing=True)
-
-    def refresh(self) -> None:
-        """The compiled call reads the live variables: nothing to copy."""
-
-    def __call__(self, observations: np.ndarray) -> np.ndarray:
-        return self._forward(observations).numpy()

@@ -72,7 +72,7 @@ class ReinforceAgent(Agent):
         shape = observation_space.shape
         self.policy = network(shape, self.num_actions)
         self.baseline = network(shape, 1) if use_baseline else None
-        self._policy_numpy = networks.NumpyForward(self.policy)
+        self._policy_numpy = networks.acting_forward(self.policy)
         self.loss = loss or PolicyGradientLoss()
         variables = list(self.policy.trainable_variables)
         if self.baseline is not None:
@@ -109,6 +109,9 @@ class ReinforceAgent(Agent):
                 )
             )
             self._episode = []
+
+    def start_episode(self) -> None:
+        self._episode = []  # an episode cut off by the end of a run has no returns to learn from
 
     def update(self) -> dict[str, tf.Tensor]:
         if len(self._finished) < self.episodes_per_update:

@@ -33,10 +33,13 @@ flags.DEFINE_integer("parallel", 1, "Runs at once (skews steps/s when > 1).")
 
 def train_once(gin_file: str, bindings: list[str], seed: int) -> dict:
     """Trains one seed in this process; returns timings and the eval curve."""
+    import gin
+
     import agents  # noqa: F401  (registers configurables)
     from framework import config
     from framework.runner import Runner
 
+    gin.clear_config()
     config.parse([gin_file], [*bindings, f"Runner.seed = {seed}"])
     with tempfile.TemporaryDirectory() as base_dir:
         runner = Runner(base_dir)
@@ -90,7 +93,10 @@ def main(argv: list[str]) -> None:
     if FLAGS.num_steps is not None:
         bindings.append(f"Runner.num_steps = {FLAGS.num_steps}")
     context = multiprocessing.get_context("spawn")
-    with concurrent.futures.ProcessPoolExecutor(FLAGS.parallel, mp_context=context) as pool:
+    pool = concurrent.futures.ProcessPoolExecutor(
+        FLAGS.parallel, mp_context=context, max_tasks_per_child=1
+    )
+    with pool:
         jobs = {
             gin_file: [
                 pool.submit(train_once, gin_file, bindings, seed) for seed in range(FLAGS.seeds)

@@ -94,27 +94,53 @@ def train(base_dir: str) -> None:
         return
     os.makedirs(base_dir, exist_ok=True)
     logging.info("Run folder: %s (tensorboard --logdir %s)", base_dir, base_dir)
-    metadata = config.run_metadata(runner.seed)
-    with open(os.path.join(base_dir, "metadata.json"), "w") as f:
-        json.dump(metadata, f, indent=2)
-    _write_operative_config(base_dir)
-    texts = {
-        "config": gin.markdown(gin.operative_config_str()),
-        "metadata": "\n\n".join(f"{key}: {value}" for key, value in metadata.items()),
-    }
     try:
-        runner.run(texts)
+        resumed_step = runner.restore()
+        metadata = config.run_metadata(runner.seed)
+        _record_invocation(base_dir, metadata, resumed_step)
+        texts = {
+            "config": gin.markdown(gin.operative_config_str()),
+            "metadata": "\n\n".join(f"{key}: {value}" for key, value in metadata.items()),
+        }
+        try:
+            runner.run(texts)
+        finally:  # parts first called during training now appear in the operative config
+            _write_atomically(os.path.join(base_dir, "config.gin"), gin.operative_config_str())
     except (NonFiniteError, CheckpointError) as error:
         raise UsageError(str(error)) from error
-    finally:
-        _write_operative_config(base_dir)  # parts first called during training now appear
     logging.info("Done: %s", base_dir)
 
 
-def _write_operative_config(base_dir: str) -> None:
-    path = os.path.join(base_dir, "config.gin")
+def _record_invocation(base_dir: str, metadata: dict, resumed_step: int | None) -> None:
+    """config.gin and metadata.json describe the latest start; earlier ones are kept.
+
+    A resumed run whose config changed (say, a larger Runner.num_steps) keeps the previous
+    config as config.before-step-<N>.gin; metadata.json lists every start.
+    """
+    config_path = os.path.join(base_dir, "config.gin")
+    metadata_path = os.path.join(base_dir, "metadata.json")
+    operative = gin.operative_config_str()
+    starts = []
+    if resumed_step is not None:
+        if os.path.exists(config_path):
+            with open(config_path) as f:
+                previous = f.read()
+            if previous != operative:
+                kept = os.path.join(base_dir, f"config.before-step-{resumed_step}.gin")
+                _write_atomically(kept, previous)
+        if os.path.exists(metadata_path):
+            with open(metadata_path) as f:
+                starts = json.load(f).get("starts", [])
+    starts.append({**metadata, "resumed_from_step": resumed_step})
+    _write_atomically(metadata_path, json.dumps({"starts": starts}, indent=2))
+    _write_atomically(config_path, operative)
+
+
+def _write_atomically(path: str, text: str) -> None:
     with open(path + ".tmp", "w") as f:
-        f.write(gin.operative_config_str())
+        f.write(text)
+        f.flush()
+        os.fsync(f.fileno())
     os.replace(path + ".tmp", path)
 
 

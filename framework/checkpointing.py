@@ -105,8 +105,8 @@ class CheckpointStore:
     def restore_latest(self, read_extras: Callable[[str], None]) -> int | None:
         """Restores the newest complete, undamaged checkpoint; returns its step.
 
-        Returns None when there is no checkpoint at all; raises CheckpointError when there are
-        checkpoints but none is usable.
+        Returns None when no checkpoint was ever completed; raises CheckpointError when some
+        were but none is usable any more.
         """
         problems, damaged = [], []
         for step in self.complete_steps():
@@ -123,15 +123,14 @@ class CheckpointStore:
             logging.warning("Skipping damaged checkpoint %s: %s", prefix, problem)
             problems.append(f"{prefix}: {problem}")
             damaged.append(prefix)
-        unmarked = glob.glob(os.path.join(self.directory, "ckpt-*.index"))
-        if problems or (unmarked and not self.complete_steps()):
-            listed = (
-                "; ".join(problems) or f"{len(unmarked)} checkpoint(s) with no completion marker"
-            )
+        if problems:
             raise CheckpointError(
-                f"No usable checkpoint in {self.directory} ({listed}). Nothing was deleted: "
-                "inspect or move the directory, or start the run in a new --base_dir."
+                f"No usable checkpoint in {self.directory} ({'; '.join(problems)}). Nothing was "
+                "deleted: inspect or move the directory, or start the run in a new --base_dir."
             )
+        unmarked = glob.glob(os.path.join(self.directory, "ckpt-*.index"))
+        if unmarked:  # a run killed while writing its first checkpoint: that one never counted
+            logging.warning("Ignoring unfinished checkpoint(s) %s; starting afresh.", unmarked)
         return None
 
     def _quarantine(self, prefixes: list[str]) -> None:

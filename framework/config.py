@@ -65,7 +65,7 @@ def _explain(error: Exception) -> str:
         r"Configurable '([\w.]+)' doesn't have a parameter named '(\w+)'", message
     )
     if parameter:
-        configurable = gin.config._REGISTRY.get_match(parameter.group(1))
+        configurable = gin.get_configurable(parameter.group(1))
         if configurable is not None:
             allowed = _parameters(configurable)
             close = difflib.get_close_matches(parameter.group(2), allowed, n=2)
@@ -75,8 +75,7 @@ def _explain(error: Exception) -> str:
 
 
 def _parameters(configurable) -> list[str]:
-    function = configurable.wrapped
-    function = function.__init__ if inspect.isclass(function) else function
+    function = configurable.__init__ if inspect.isclass(configurable) else configurable
     return [
         name
         for name in inspect.signature(function).parameters
@@ -116,7 +115,7 @@ def unused_bindings() -> list[str]:
 
 def run_metadata(seed: int) -> dict[str, str]:
     """What reproduces a run besides its config: command, seed, versions, git commit."""
-    metadata = {"command": " ".join([sys.executable, "-m", "experiments.run", *sys.argv[1:]])}
+    metadata = {"command": " ".join(sys.orig_argv)}
     metadata["seed"] = str(seed)
     metadata["python"] = sys.version.split()[0]
     for package in ("tensorflow", "keras", "gymnasium", "gin-config", "numpy"):

@@ -16,7 +16,13 @@ Metrics = dict[str, tf.Tensor]
 
 
 class GradientProcessor(tf.Module):
-    """Base: `build` creates any state before tracing; `__call__` processes one step."""
+    """Base: `build` creates any state before tracing; `__call__` processes one step.
+
+    `metric_names` lists the keys of the metrics dict `__call__` returns, so the learner can
+    report zeros for a step it skips without calling the processor.
+    """
+
+    metric_names: tuple[str, ...] = ()
 
     def build(self, variables: Sequence[tf.Variable]) -> None:
         del variables
@@ -39,6 +45,8 @@ class Identity(GradientProcessor):
 class ClipByGlobalNorm(GradientProcessor):
     """Rescales all gradients together so their global norm is at most `max_norm`."""
 
+    metric_names = ("clip_global_norm/norm_before", "clip_global_norm/norm_after")
+
     def __init__(self, max_norm: float = 10.0):
         super().__init__()
         if max_norm <= 0:
@@ -57,6 +65,8 @@ class ClipByGlobalNorm(GradientProcessor):
 @gin.configurable
 class ClipByValue(GradientProcessor):
     """Clips every gradient element to `[-clip_value, clip_value]`."""
+
+    metric_names = ("clip_value/norm_before", "clip_value/norm_after")
 
     def __init__(self, clip_value: float = 1.0):
         super().__init__()
@@ -81,6 +91,8 @@ class Accumulate(GradientProcessor):
     returned with `apply_now=True` and the accumulators reset. Sum, not mean: divide the learning
     rate by `steps` for the mean (A3C workers sum their parts the same way).
     """
+
+    metric_names = ("accumulate/calls",)
 
     def __init__(self, steps: int = 4):
         super().__init__()
@@ -118,6 +130,7 @@ class Chain(GradientProcessor):
     def __init__(self, processors: Sequence[GradientProcessor] = ()):
         super().__init__()
         self.processors = list(processors)
+        self.metric_names = tuple(name for p in self.processors for name in p.metric_names)
 
     def build(self, variables):
         for processor in self.processors:

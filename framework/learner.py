@@ -21,10 +21,10 @@ Metrics = dict[str, tf.Tensor]
 LossFn = Callable[[Batch], tuple[tf.Tensor, Metrics]]
 
 # Metrics that count events over the k steps of a call; every other metric is averaged.
-COUNTED_METRICS = ("nonfinite_steps", "applied_updates", "target_updates")
+COUNTED_METRICS = ("nonfinite_steps", "applied_updates", "target_updates", "nonfinite_variables")
 
 
-@gin.configurable(denylist=["loss_fn", "variables", "optimizer", "gradient_processor"])
+@gin.configurable(allowlist=["jit_compile"])
 class Learner(tf.Module):
     """Owns the optimizer step for a set of variables and, optionally, their target copies.
 
@@ -94,12 +94,18 @@ class Learner(tf.Module):
 
         first = self._step(batch_at(0))
         if tf.nest.flatten(batches)[0].shape[0] == 1:  # one step (on-policy): no loop needed
-            return first
+            return {**first, "nonfinite_variables": self._nonfinite_variables()}
         _, totals = tf.while_loop(lambda index, _: index < num_steps, body, (1, first))
         count = tf.cast(num_steps, tf.float32)
-        return {
+        metrics = {
             key: value if key in COUNTED_METRICS else value / count for key, value in totals.items()
         }
+        return {**metrics, "nonfinite_variables": self._nonfinite_variables()}
+
+    def _nonfinite_variables(self) -> tf.Tensor:
+        """1.0 when a finite update still overflowed a variable (caught before any save)."""
+        finite = tf.reduce_all([tf.reduce_all(tf.math.is_finite(v)) for v in self._variables])
+        return 1.0 - tf.cast(finite, tf.float32)
 
     def _step(self, batch: Batch) -> Metrics:
         with tf.GradientTape() as tape:
@@ -113,19 +119,19 @@ class Learner(tf.Module):
         if missing:
             raise ValueError(f"The loss does not depend on these variables: {missing}.")
         finite = tf.reduce_all([tf.reduce_all(tf.math.is_finite(x)) for x in [loss, *grads]])
-        # A non-finite step is never applied: the variables keep their last good values and
-        # the caller decides whether to stop or carry on (see `nonfinite_steps`).
-        raw_grad_norm = tf.linalg.global_norm(grads)
-        grads = [tf.where(finite, g, tf.zeros_like(g)) for g in grads]
-        processed, apply_now, processor_metrics = self.gradient_processor(grads, self._variables)
-        apply_now = tf.logical_and(apply_now, finite)
+        # A non-finite step reaches neither the processor (an accumulation keeps its good
+        # parts) nor the optimizer: the variables keep their last good values and the caller
+        # decides whether to stop or carry on (see `nonfinite_steps`).
+        processed, apply_now, processor_metrics = tf.cond(
+            finite, lambda: self._process(grads), lambda: self._skip(grads)
+        )
         learning_rate = tf.identity(self.optimizer.learning_rate)  # the rate this step uses
         target_updated = tf.cond(
             apply_now, lambda: self._apply(processed), lambda: tf.constant(False)
         )
         metrics = {
             "loss": loss,
-            "grad_norm": raw_grad_norm,
+            "grad_norm": tf.linalg.global_norm(grads),
             "learning_rate": learning_rate,
             "nonfinite_steps": 1.0 - tf.cast(finite, tf.float32),
             "applied_updates": tf.cast(apply_now, tf.float32),
@@ -134,6 +140,14 @@ class Learner(tf.Module):
             **processor_metrics,
         }
         return {key: tf.cast(value, tf.float32) for key, value in metrics.items()}
+
+    def _process(self, grads: list[tf.Tensor]):
+        processed, apply_now, metrics = self.gradient_processor(grads, self._variables)
+        return processed, apply_now, {k: tf.cast(v, tf.float32) for k, v in metrics.items()}
+
+    def _skip(self, grads: list[tf.Tensor]):
+        metrics = {name: tf.constant(0.0) for name in self.gradient_processor.metric_names}
+        return [tf.zeros_like(g) for g in grads], tf.constant(False), metrics
 
     def _apply(self, grads: list[tf.Tensor]) -> tf.Tensor:
         self.optimizer.apply(grads, self._variables)

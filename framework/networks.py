@@ -9,6 +9,7 @@ from collections.abc import Callable, Sequence
 import gin
 import keras
 import numpy as np
+import tensorflow as tf
 
 _NUMPY_ACTIVATIONS: dict[str, Callable[[np.ndarray], np.ndarray]] = {
     "relu": lambda x: np.maximum(x, 0.0),
@@ -95,7 +96,8 @@ class NumpyForward:
             _NUMPY_ACTIVATIONS[layer.activation.__name__] for layer in self._hidden
         ]
         self._dueling = any(layer.name == "advantage" for layer in model.layers)
-        self._head_names = ("value", "advantage") if self._dueling else ("output",)
+        head_names = ("value", "advantage") if self._dueling else ("output",)
+        self._head_layers = [model.get_layer(name) for name in head_names]
         self.refresh()
 
     @staticmethod
@@ -108,8 +110,7 @@ class NumpyForward:
             (layer.kernel.numpy(), layer.bias.numpy()) for layer in self._hidden
         ]
         self._head_weights = [
-            (self._model.get_layer(name).kernel.numpy(), self._model.get_layer(name).bias.numpy())
-            for name in self._head_names
+            (layer.kernel.numpy(), layer.bias.numpy()) for layer in self._head_layers
         ]
 
     def __call__(self, observations: np.ndarray) -> np.ndarray:
@@ -122,3 +123,21 @@ class NumpyForward:
         (v_kernel, v_bias), (a_kernel, a_bias) = self._head_weights
         advantage = x @ a_kernel + a_bias
         return x @ v_kernel + v_bias + advantage - advantage.mean(axis=-1, keepdims=True)
+
+
+class CompiledForward:
+    """A model's forward pass through one compiled call, where numpy does not pay (conv nets)."""
+
+    def __init__(self, model: keras.Model):
+        self._forward = tf.function(model, reduce_retracing=True)
+
+    def refresh(self) -> None:
+        """The compiled call reads the live variables: nothing to copy."""
+
+    def __call__(self, observations: np.ndarray) -> np.ndarray:
+        return self._forward(observations).numpy()
+
+
+def acting_forward(model: keras.Model) -> NumpyForward | CompiledForward:
+    """The cheapest forward pass for acting one observation at a time."""
+    return NumpyForward(model) if NumpyForward.supports(model) else CompiledForward(model)

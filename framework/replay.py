@@ -101,6 +101,12 @@ class UniformReplay:
         elif len(self._pending) == self._n_step:
             self._store_oldest(terminated=False)
 
+    def end_episode(self) -> None:
+        """Stores the pending steps of an episode that was cut off (not ended by the env) as
+        truncated: each bootstraps from the last observation seen."""
+        while self._pending:
+            self._store_oldest(terminated=False)
+
     def sample(self, batch_size: int, rng: np.random.Generator) -> dict[str, np.ndarray]:
         """A batch of `batch_size` transitions drawn uniformly with replacement."""
         _require_positive(self, "batch_size", batch_size)

@@ -12,14 +12,12 @@ run would have: same episodes, same updates, bitwise the same weights.
 import collections
 import json
 import os
-import random
 import time
 from collections.abc import Callable
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 
 import gin
 import gymnasium as gym
-import keras
 import numpy as np
 import tensorflow as tf
 from absl import logging
@@ -27,6 +25,13 @@ from absl import logging
 from agents.base import Agent, Transition
 from framework.checkpointing import CheckpointStore
 from framework.environments import make_env
+from framework.learner import COUNTED_METRICS
+from framework.seeding import (
+    derived_seeds,
+    global_rng_states,
+    seed_everything,
+    set_global_rng_states,
+)
 from framework.summaries import SummaryWriters, supersede_events_after, to_floats
 
 
@@ -45,30 +50,7 @@ class RunnerState:
     env_rng: dict | None = None
     action_space_rng: dict | None = None
     global_rngs: dict | None = None  # Python's and numpy's global generators
-
-
-def global_rng_states() -> dict:
-    """Python's and numpy's global generator states, as JSON-able values."""
-    version, internal, gauss = random.getstate()
-    name, keys, position, has_gauss, cached = np.random.get_state()
-    return {
-        "python": [version, list(internal), gauss],
-        "numpy": [name, keys.tolist(), position, has_gauss, cached],
-    }
-
-
-def set_global_rng_states(states: dict) -> None:
-    version, internal, gauss = states["python"]
-    random.setstate((version, tuple(internal), gauss))
-    name, keys, position, has_gauss, cached = states["numpy"]
-    np.random.set_state((name, np.array(keys, dtype=np.uint32), position, has_gauss, cached))
-
-
-def seed_everything(seed: int) -> None:
-    """Seeds Python, numpy and TF, and makes TF ops deterministic (same seed, same numbers)."""
-    keras.utils.set_random_seed(seed)
-    tf.random.set_global_generator(tf.random.Generator.from_seed(seed))
-    tf.config.experimental.enable_op_determinism()
+    unlogged_metrics: dict[str, float] = field(default_factory=dict)  # since the last log
 
 
 @gin.configurable(denylist=["base_dir"])
@@ -118,14 +100,17 @@ class Runner:
         self.seed = seed
         self.skip_nonfinite_updates = skip_nonfinite_updates
         seed_everything(seed)
+        agent_seed, env_seed, action_space_seed, self._eval_seed = derived_seeds(seed, 4)
         self.env = env_factory()
         self.eval_env = env_factory()
-        self.agent = agent(self.env.observation_space, self.env.action_space, seed)
+        self.agent = agent(self.env.observation_space, self.env.action_space, agent_seed)
         # Seed once; every later reset draws from the environment's own generator, whose state
         # each checkpoint saves.
-        self.env.reset(seed=seed)
-        self.env.action_space.seed(seed)
+        self.env.reset(seed=env_seed)
+        self.env.action_space.seed(action_space_seed)
         self.state = RunnerState()
+        self._store: CheckpointStore | None = None
+        self.restored_step: int | None = None  # set by `restore`
         self.eval_returns: list[tuple[int, float]] = []  # (env step, mean return)
         self.checkpoint_cost: tuple[float, int] | None = None  # last save: (seconds, bytes)
         self.resume_seconds: float | None = None
@@ -151,20 +136,27 @@ class Runner:
         start = time.perf_counter()
         size = store.save(self.state.env_steps, self._write_extras)
         self.checkpoint_cost = (time.perf_counter() - start, size)
-        writers.scalars(
-            "train",
+        logging.info(
+            "Checkpoint at step %d: %.1f ms, %.2f MB.",
             self.state.env_steps,
-            {
-                "checkpoint/save_ms": 1000 * self.checkpoint_cost[0],
-                "checkpoint/megabytes": size / 1e6,
-            },
+            1000 * self.checkpoint_cost[0],
+            size / 1e6,
         )
 
-    def _resume(self, store: CheckpointStore) -> None:
+    def restore(self) -> int | None:
+        """Restores the newest complete checkpoint in the run folder; returns its step or None.
+
+        `run` calls it if it was not called before; call it first to act on the outcome.
+        """
+        self._store = CheckpointStore(
+            os.path.join(self.base_dir, "checkpoints"),
+            {"tf_rng": tf.random.get_global_generator(), **self.agent.checkpoint_items()},
+            max_to_keep=self.max_checkpoints_to_keep,
+        )
         start = time.perf_counter()
-        step = store.restore_latest(self._read_extras)
+        step = self.restored_step = self._store.restore_latest(self._read_extras)
         if step is None:
-            return
+            return None
         self.agent.restored()
         self.env.unwrapped.np_random.bit_generator.state = self.state.env_rng
         self.env.action_space.np_random.bit_generator.state = self.state.action_space_rng
@@ -172,10 +164,11 @@ class Runner:
         self.resume_seconds = time.perf_counter() - start
         logging.info(
             "Resumed from %s at environment step %d (%.2f s).",
-            store.directory,
+            self._store.directory,
             step,
             self.resume_seconds,
         )
+        return step
 
     # ----- evaluation --------------------------------------------------------------------------
 
@@ -183,8 +176,9 @@ class Runner:
         """Mean and std of the return, and the mean length, over `eval_episodes` episodes."""
         returns, lengths = [], []
         # Seeded by the step, so an evaluation does not depend on earlier ones.
-        observation, _ = self.eval_env.reset(seed=self.seed + 1 + self.state.env_steps)
+        self.eval_env.reset(seed=self._eval_seed + self.state.env_steps)
         for _ in range(self.eval_episodes):
+            observation, _ = self.eval_env.reset()
             episode_return, length, done = 0.0, 0, False
             while not done:
                 action = self.agent.act(observation, explore=False)
@@ -194,7 +188,6 @@ class Runner:
                 done = terminated or truncated
             returns.append(episode_return)
             lengths.append(length)
-            observation, _ = self.eval_env.reset()
         return float(np.mean(returns)), float(np.std(returns)), float(np.mean(lengths))
 
     # ----- the loop ----------------------------------------------------------------------------
@@ -202,19 +195,18 @@ class Runner:
     def run(self, texts: dict[str, str] | None = None) -> list[tuple[int, float]]:
         """Trains to `num_steps` (resuming if the folder has a checkpoint); returns eval curve."""
         os.makedirs(self.base_dir, exist_ok=True)
-        store = CheckpointStore(
-            os.path.join(self.base_dir, "checkpoints"),
-            {"tf_rng": tf.random.get_global_generator(), **self.agent.checkpoint_items()},
-            max_to_keep=self.max_checkpoints_to_keep,
-        )
-        self._resume(store)
-        supersede_events_after(self.base_dir, self.state.env_steps)
+        if self._store is None:
+            self.restore()
+        resumed = self.restored_step is not None
+        # Whatever was logged after the restored step is logged again from here on; with
+        # nothing restored that is everything, including the texts of an earlier start.
+        supersede_events_after(self.base_dir, self.state.env_steps if resumed else -1)
         writers = SummaryWriters(self.base_dir)
         try:
-            if self.state.env_steps == 0:  # a resumed run keeps the texts of its start
+            if not resumed:  # a resumed run keeps the texts of its start
                 for name, text in (texts or {}).items():
                     writers.text(name, text)
-            self._train(store, writers)
+            self._train(self._store, writers)
         finally:
             writers.close()
         return self.eval_returns
@@ -222,7 +214,7 @@ class Runner:
     def _train(self, store: CheckpointStore, writers: SummaryWriters) -> None:
         state = self.state
         progress = _Progress(state.env_steps, self.log_interval, self.histogram_interval)
-        observation, _ = self.env.reset()
+        observation = self._start_episode()
         episode_return, episode_length = 0.0, 0
         while state.env_steps < self.num_steps:
             action = self.agent.act(observation, explore=True)
@@ -237,8 +229,9 @@ class Runner:
             episode_length += 1
             metrics = self.agent.update()
             if metrics:
+                metrics = to_floats(metrics)
                 self._check_finite(metrics)
-                progress.metrics = metrics
+                _merge_metrics(state.unlogged_metrics, metrics)
             if state.env_steps >= progress.next_log or state.env_steps == self.num_steps:
                 self._log_progress(writers, progress, next_observation)
             if state.env_steps >= progress.next_histogram:
@@ -260,11 +253,20 @@ class Runner:
                 episode_return, episode_length = 0.0, 0
                 if state.env_steps - state.last_checkpoint_step >= self.checkpoint_interval:
                     self._save(store, writers)
-                observation, _ = self.env.reset()
+                observation = self._start_episode()
             else:
                 observation = next_observation
         if state.last_checkpoint_step != state.env_steps:
-            self._save(store, writers)
+            self._save(store, writers)  # mid-episode: see `_start_episode`
+
+    def _start_episode(self) -> np.ndarray:
+        """Resets the environment; the agent drops what is left of an episode that never ended.
+
+        That only happens after resuming from the final checkpoint, taken at `num_steps` in
+        the middle of an episode, to train for longer.
+        """
+        self.agent.start_episode()
+        return self.env.reset()[0]
 
     def _log_progress(
         self, writers: SummaryWriters, progress: "_Progress", observation: np.ndarray
@@ -273,8 +275,9 @@ class Runner:
         step = self.state.env_steps
         now = time.perf_counter()
         speed = (step - progress.last_step) / (now - progress.last_time)
-        scalars = {"steps_per_second": speed, **to_floats(progress.metrics)}
+        scalars = {"steps_per_second": speed, **self.state.unlogged_metrics}
         scalars["skipped_nonfinite_steps"] = self.state.skipped_nonfinite_steps
+        scalars["episodes"] = self.state.episodes
         scalars = {f"train/{name}": value for name, value in scalars.items()}
         scalars.update(self.agent.diagnostics(observation))
         writers.scalars("train", step, scalars)
@@ -287,8 +290,9 @@ class Runner:
             recent,
             speed,
         )
-        progress.last_step, progress.last_time, progress.metrics = step, now, {}
+        progress.last_step, progress.last_time = step, now
         progress.next_log += self.log_interval
+        self.state.unlogged_metrics = {}
 
     def _evaluate_and_log(self, writers: SummaryWriters) -> None:
         mean, std, length = self.evaluate()
@@ -303,32 +307,46 @@ class Runner:
             },
         )
 
-    def _check_finite(self, metrics: dict[str, tf.Tensor]) -> None:
+    def _check_finite(self, metrics: dict[str, float]) -> None:
+        """Stops on a NaN/inf loss or gradient (unless skipping them) or variable (always)."""
         nonfinite = int(metrics["nonfinite_steps"])
-        if nonfinite == 0:
-            return
-        if self.skip_nonfinite_updates:
+        step = self.state.env_steps
+        if metrics["nonfinite_variables"]:
+            what = f"Non-finite variables at environment step {step}, after a finite update."
+        elif nonfinite and not self.skip_nonfinite_updates:
+            culprit = "loss" if not np.isfinite(metrics["loss"]) else "gradient"
+            what = (
+                f"Non-finite {culprit} at environment step {step} (loss={metrics['loss']}, "
+                f"gradient norm={metrics['grad_norm']}); the update was not applied."
+            )
+        else:
             self.state.skipped_nonfinite_steps += nonfinite
             return
-        values = {name: float(metrics[name]) for name in ("loss", "grad_norm")}
-        culprit = "loss" if not np.isfinite(values["loss"]) else "gradient"
+        last = self.state.last_checkpoint_step
+        last_good = (
+            f"the last good checkpoint is at step {last} in {self._store.directory}"
+            if last
+            else "no checkpoint had been written yet"
+        )
         raise NonFiniteError(
-            f"Non-finite {culprit} at environment step {self.state.env_steps} "
-            f"(loss={values['loss']}, gradient norm={values['grad_norm']}); the update was not "
-            f"applied and no checkpoint was written from this state. The last good checkpoint "
-            f"is at step {self.state.last_checkpoint_step} in "
-            f"{os.path.join(self.base_dir, 'checkpoints')}. Lower the learning rate or clip "
-            "gradients, or set Runner.skip_nonfinite_updates = True to skip such updates."
+            f"{what} No checkpoint was written from this state; {last_good}. Lower the learning "
+            "rate or clip gradients; Runner.skip_nonfinite_updates = True skips updates with a "
+            "non-finite loss or gradient instead."
         )
 
 
 class _Progress:
-    """Bookkeeping for logging: when next, what since last time, recent returns."""
+    """Bookkeeping for logging: when next, throughput since last time, recent returns."""
 
     def __init__(self, step: int, log_interval: int, histogram_interval: int):
         self.last_step, self.last_time = step, time.perf_counter()
         # Aligned to multiples of the intervals, so a resumed run logs at the same steps.
         self.next_log = (step // log_interval + 1) * log_interval
         self.next_histogram = (step // histogram_interval + 1) * histogram_interval
-        self.metrics: dict[str, tf.Tensor] = {}  # the latest learner metrics not yet logged
         self.returns: collections.deque[float] = collections.deque(maxlen=20)
+
+
+def _merge_metrics(unlogged: dict[str, float], new: dict[str, float]) -> None:
+    """Counted metrics (updates, target updates) add up until logged; the rest keep the latest."""
+    for name, value in new.items():
+        unlogged[name] = unlogged.get(name, 0.0) + value if name in COUNTED_METRICS else value

@@ -48,16 +48,19 @@ def supersede_events_after(base_dir: str, step: int) -> None:
 
     What a killed run logged after its last checkpoint is logged again by the resumed run, so
     keeping it would give TensorBoard (and the analysis) two values at the same step. Each
-    split's files are merged into one filtered file, written under a pending name first; only
-    when it is on disk are the old files removed and the new one named as an event file, so a
-    crash at any point leaves either the old files or the filtered copy, never neither.
+    split's files are merged into one filtered file, written under a temporary name and renamed
+    to a pending name once it is on disk (the commit point); only then are the old files
+    removed and the pending one named as an event file. A crash at any point leaves either the
+    old files or the complete filtered copy, never neither.
     """
     for split in SPLITS:
         directory = os.path.join(base_dir, split)
         pending = os.path.join(directory, f"events.merged{_PENDING_SUFFIX}")
         final = os.path.join(directory, f"events.out.tfevents.{step:012d}.resumed")
         originals = sorted(glob.glob(os.path.join(directory, "*tfevents*")))
-        if os.path.exists(pending):  # an earlier supersede stopped after writing its copy
+        if os.path.exists(pending + ".tmp"):  # torn: the originals are still all there
+            os.remove(pending + ".tmp")
+        if os.path.exists(pending):  # committed by an earlier start that stopped right after
             for path in originals:
                 os.remove(path)
             os.replace(pending, final)
@@ -71,9 +74,12 @@ def supersede_events_after(base_dir: str, step: int) -> None:
             if event.step <= step or event.HasField("file_version")
         ]
         kept.sort(key=lambda event: (event.step, event.wall_time))
-        with tf.io.TFRecordWriter(pending) as writer:
+        with tf.io.TFRecordWriter(pending + ".tmp") as writer:
             for event in kept:
                 writer.write(event.SerializeToString())
+        with open(pending + ".tmp", "rb+") as f:
+            os.fsync(f.fileno())
+        os.replace(pending + ".tmp", pending)
         for path in originals:
             os.remove(path)
         os.replace(pending, final)

@@ -1,8 +1,8 @@
 """Target-network updaters: one family parameterised by `(tau, period)`.
 
 Every `period` applied updates, `target = decay * target + (1 - decay) * online` with
-`decay = 1 - tau`; `tau = 1` is the hard copy. Non-trainable variables (e.g. batch-norm
-statistics) go through the same rule as the weights, because they are listed alike.
+`decay = 1 - tau`; `tau = 1` is the hard copy. Non-trainable variables (batch-norm statistics,
+counters) are copied outright: averaging them is meaningless, and impossible for integers.
 """
 
 from collections.abc import Sequence
@@ -57,7 +57,7 @@ class TargetUpdater:
 
         def update():
             for source, dest in zip(online, target, strict=True):
-                if self.tau == 1.0:
+                if self.tau == 1.0 or not source.trainable:
                     dest.assign(source)
                 else:
                     dest.assign((1.0 - self.tau) * dest + self.tau * source)

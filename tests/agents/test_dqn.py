@@ -76,8 +76,9 @@ def test_soft_target_config_swaps_the_updater_and_updates_every_step(tmp_path):
     )
     assert isinstance(runner.agent.learner._target_updater, SoftUpdate)
     scalars = read_scalars(tmp_path)
-    # One training call of 128 gradient steps at step 1280: the EMA target moves on each.
-    assert scalars["train/target_updates"][-1][1] == 128.0
+    # Since the log at step 1000: training calls at 1024 and 1280 of 128 gradient steps each;
+    # the EMA target moves after every one of the 256.
+    assert scalars["train/target_updates"][-1][1] == 256.0
     online = runner.agent.online.get_weights()
     target = runner.agent.target.get_weights()
     assert all(o.shape == t.shape for o, t in zip(online, target, strict=True))

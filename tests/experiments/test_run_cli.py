@@ -270,7 +270,7 @@ def test_run_writes_config_and_metadata(cli):
     assert "Runner.num_steps = 200" in config
     assert "Runner.seed = 3" in config
     assert "MultiArmedBanditEnv.means = [0.1, 0.3, 0.8, 0.6]" in config
-    metadata = json.loads((base_dir / "metadata.json").read_text())
+    metadata = json.loads((base_dir / "metadata.json").read_text())["starts"][-1]
     assert str(metadata["seed"]) == "3"
     for package in ("tensorflow", "gymnasium", "gin-config"):
         assert metadata[package] == importlib.metadata.version(package), package
