@@ -129,6 +129,7 @@ class DQNAgent(Agent):
         return {"online": self.online, "target": self.target, "learner": self.learner}
 
     def restored(self) -> None:
+        self.learner.restored()
         self._q_values.refresh()
 
     def extra_state(self):

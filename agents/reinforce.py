@@ -172,6 +172,7 @@ class ReinforceAgent(Agent):
         return items
 
     def restored(self) -> None:
+        self.learner.restored()
         self._policy_numpy.refresh()
 
     def diagnostics(self, observation: np.ndarray) -> dict[str, float]:

@@ -56,6 +56,10 @@ class Learner(tf.Module):
         self._variables = list(variables)
         self.optimizer = optimizer
         self.optimizer.build(self._variables)
+        # A constant learning rate is a variable of the optimizer, so a checkpoint would bring
+        # back the old value over a newly configured one; `restored` puts the config's back.
+        configured = optimizer.get_config()["learning_rate"]
+        self._constant_learning_rate = configured if isinstance(configured, float) else None
         self.gradient_processor = gradient_processor or Identity()
         self.gradient_processor.build(self._variables)
         self._target_updater = target_updater or NoUpdate()
@@ -72,6 +76,11 @@ class Learner(tf.Module):
             input_signature=signature,
             reduce_retracing=signature is None,
         )
+
+    def restored(self) -> None:
+        """Call after a checkpoint restore: the configured learning rate wins over the saved."""
+        if self._constant_learning_rate is not None:
+            self.optimizer.learning_rate = self._constant_learning_rate
 
     def run(self, batches: Batch) -> Metrics:
         """Runs `k` gradient steps, one per batch stacked on the leading axis of every array."""

@@ -2,6 +2,7 @@
 
 import gymnasium as gym
 import numpy as np
+import pytest
 import tensorflow as tf
 
 from agents.base import Transition
@@ -106,3 +107,26 @@ def test_pong_pixel_path_runs(tmp_path):
     assert np.isfinite(scalars["train/loss"][-1][1])
     assert scalars["train/applied_updates"][-1][1] > 0
     assert "eval/episode_return" in scalars
+
+
+def test_evaluation_uses_eval_epsilon_and_training_the_schedule():
+    agent = _agent_with_replay(eval_epsilon=1.0)
+    observation = np.zeros(4, np.float32)
+    greedy = int(np.argmax(agent.online(observation[None]).numpy()))
+    # eval_epsilon = 1: evaluation acts uniformly at random, so both actions appear.
+    assert {agent.act(observation, explore=False) for _ in range(200)} == {0, 1}
+    agent.eval_epsilon = 0.0
+    assert {agent.act(observation, explore=False) for _ in range(50)} == {greedy}
+    # Training after the 200 observed steps: epsilon = 1 - 200/10000 * 0.95 = 0.981.
+    assert agent.epsilon(agent.steps) == pytest.approx(0.981)
+
+
+def test_start_episode_closes_a_cut_off_episode_in_replay():
+    agent = _agent_with_replay(n_step=3)
+    agent.start_episode()  # the 200 steps may have stopped mid-episode too
+    stored = len(agent.replay)
+    observation = np.zeros(4, np.float32)
+    for _ in range(2):  # two steps of an episode the run then stops in
+        agent.observe(Transition(observation, 0, 1.0, observation, False, False))
+    agent.start_episode()
+    assert len(agent.replay) == stored + 2

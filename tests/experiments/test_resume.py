@@ -1,13 +1,14 @@
 """A SIGKILLed run, started again, ends exactly where the uninterrupted run ends."""
 
 import random
+import re
 import signal
 import time
 
 import numpy as np
 import pytest
 
-from framework.event_reader import read_scalars
+from framework.event_reader import read_scalars, read_tags
 from tests.experiments import cli
 
 CASES = {
@@ -81,23 +82,49 @@ def test_twenty_kills_at_random_moments_leave_one_clean_identical_run(tmp_path):
         "Runner.log_interval = 500",
     ]
     rng = random.Random(0)
-    kills = 0
-    while kills < 20:
+    checkpoints = tmp_path / "killed" / "checkpoints"
+    for _ in range(20):
+        had_checkpoint = bool(list(checkpoints.glob("*.complete")))
         process = cli.start(tmp_path / "killed", gin_file, bindings)
-        time.sleep(rng.uniform(1.0, 5.0))  # the TF import alone takes ~3 s
-        if process.poll() is not None:
-            break  # finished before this kill
+        time.sleep(rng.uniform(3.0, 6.0))  # the TF import alone takes ~3 s
+        assert process.poll() is None, "the run finished before 20 kills"
         process.send_signal(signal.SIGKILL)
-        process.wait()
-        kills += 1
+        _, stderr = process.communicate()
+        if had_checkpoint and "Run folder" in stderr:  # got as far as restoring
+            assert "Resumed" in stderr, stderr[-2000:]
     cli.finish(cli.start(tmp_path / "killed", gin_file, bindings))
     cli.finish(cli.start(tmp_path / "uninterrupted", gin_file, bindings))
-    assert kills == 20
 
     expected, resumed = (read_scalars(tmp_path / name) for name in ("uninterrupted", "killed"))
     assert_one_clean_curve_per_tag(resumed)
-    assert resumed["eval/episode_return"] == expected["eval/episode_return"]
-    assert resumed["train/episode_return"] == expected["train/episode_return"]
+    for tag in expected:  # every tag at the same steps: nothing missing, nothing doubled
+        if tag != "train/steps_per_second":
+            assert [s for s, _ in resumed[tag]] == [s for s, _ in expected[tag]], tag
+    for tag in ("eval/episode_return", "train/episode_return", "train/loss"):
+        assert resumed[tag] == expected[tag], tag
+    assert read_tags(tmp_path / "killed") == read_tags(tmp_path / "uninterrupted")
     weights = cli.final_weights(tmp_path / "killed")
     for key, value in cli.final_weights(tmp_path / "uninterrupted").items():
         np.testing.assert_array_equal(weights[key], value, err_msg=key)
+
+
+def test_after_a_nonfinite_stop_the_last_good_checkpoint_restores(tmp_path):
+    # A baseline fitted by SGD at learning rate 10 overshoots more every update until the
+    # loss overflows (some twenty pulls in); checkpoints every 5 pulls come before that.
+    bandit = "gin_configs/reinforce/bandit.gin"
+    common = ["ReinforceAgent.use_baseline = True", "ReinforceAgent.optimizer = @optimizers.SGD()"]
+    common += [
+        "Runner.checkpoint_interval = 5",
+        "Runner.eval_interval = 100",
+        "Runner.num_steps = 100",
+    ]
+    diverging = cli.start(tmp_path, bandit, [*common, "optimizers.SGD.learning_rate = 10.0"])
+    _, stderr = diverging.communicate(timeout=120)
+    assert diverging.returncode == 1, stderr[-2000:]
+    last_good = int(re.search(r"last good checkpoint is at step (\d+)", stderr).group(1))
+
+    stderr = cli.finish(
+        cli.start(tmp_path, bandit, [*common, "optimizers.SGD.learning_rate = 0.01"])
+    )
+    assert f"at environment step {last_good} " in stderr
+    assert read_scalars(tmp_path)["eval/episode_return"][-1][0] == 100

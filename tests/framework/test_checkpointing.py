@@ -64,6 +64,7 @@ def test_damaged_newest_checkpoint_falls_back_to_previous(tmp_path, pattern, how
     before = _listing(checkpoints)
     runner = _resume(tmp_path, BANDIT, [*SHORT, "Runner.num_steps = 400"])
     assert runner.state.env_steps == 400
+    assert runner.restored_step == 200
     assert any("ckpt-300" in r.getMessage() and "damaged" in r.getMessage() for r in caplog.records)
     # The run went on from step 200; the damaged checkpoint was moved aside, untouched.
     kept = checkpoints / "damaged" / os.path.relpath(damaged, checkpoints)

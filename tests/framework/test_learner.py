@@ -26,11 +26,11 @@ def _x_only(xs):
     return {"x": np.asarray(xs, np.float32)}
 
 
-def _linear_learner(w, **kwargs):
+def _linear_learner(w, optimizer=None, **kwargs):
     def loss_fn(batch):
         return tf.reduce_mean(tf.square(w * batch["x"] - batch["y"])), {}
 
-    return Learner(loss_fn, [w], keras.optimizers.SGD(learning_rate=0.1), **kwargs)
+    return Learner(loss_fn, [w], optimizer or keras.optimizers.SGD(learning_rate=0.1), **kwargs)
 
 
 def test_one_step_is_plain_sgd():
@@ -194,3 +194,16 @@ def test_unused_tf_variable_raises_naming_it():
     )
     with pytest.raises(ValueError, match="unused_weight"):
         learner.run(_x_only([[1.0]]))
+
+
+def test_configured_learning_rate_wins_over_a_restored_one(tmp_path):
+    # A constant learning rate is an optimizer variable: restoring a checkpoint brings the old
+    # value back over a newly configured one unless the learner puts the config's back.
+    w = tf.Variable(1.0)
+    saved = _linear_learner(w, optimizer=keras.optimizers.SGD(learning_rate=0.5))
+    path = tf.train.Checkpoint(learner=saved).save(str(tmp_path / "ckpt"))
+    resumed = _linear_learner(w, optimizer=keras.optimizers.SGD(learning_rate=0.1))
+    tf.train.Checkpoint(learner=resumed).restore(path)
+    assert float(resumed.optimizer.learning_rate) == pytest.approx(0.5)
+    resumed.restored()
+    assert float(resumed.optimizer.learning_rate) == pytest.approx(0.1)

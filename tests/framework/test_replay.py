@@ -251,3 +251,31 @@ def test_mismatched_checkpoint_raises_and_leaves_the_buffer_alone(tmp_path, othe
     with pytest.raises(ReplayCheckpointError, match=f"{re.escape(path)}.*{detail}"):
         other.load(path)
     assert len(other) == 0
+
+
+def test_end_episode_stores_a_cut_off_window_as_truncated():
+    # n=3, gamma=0.5; two steps with rewards 1 and 2, then the run stops mid-episode:
+    # first start: 1 + 0.5 * 2 = 2.0, bootstraps with 0.5**2 from the last next_observation;
+    # second: 2.0 with discount 0.5. Nothing is left to leak into the next episode.
+    buffer = UniformReplay(
+        capacity=10, observation_shape=(1,), observation_dtype=np.float32, n_step=3, gamma=0.5
+    )
+    for t, reward in enumerate([1.0, 2.0]):
+        buffer.add([t], 0, reward, [t + 1], terminated=False, truncated=False)
+    assert len(buffer) == 0
+    buffer.end_episode()
+    assert len(buffer) == 2
+    batch = buffer.sample(64, np.random.default_rng(0))
+    rows = {
+        (float(o[0]), float(r), float(d), float(n[0]))
+        for o, r, d, n in zip(
+            batch["observation"],
+            batch["reward"],
+            batch["discount"],
+            batch["next_observation"],
+            strict=True,
+        )
+    }
+    assert rows == {(0.0, 2.0, 0.25, 2.0), (1.0, 2.0, 0.5, 2.0)}
+    buffer.add([9], 0, 5.0, [10], terminated=True, truncated=False)
+    assert len(buffer) == 3
