@@ -103,7 +103,7 @@ def train(base_dir: str) -> None:
             "metadata": "\n\n".join(f"{key}: {value}" for key, value in metadata.items()),
         }
         try:
-            runner.run(texts)
+            runner.run(texts, config.operative_hyperparameters())
         finally:  # parts first called during training now appear in the operative config
             _write_atomically(os.path.join(base_dir, "config.gin"), gin.operative_config_str())
     except (NonFiniteError, CheckpointError) as error:

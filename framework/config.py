@@ -113,6 +113,18 @@ def unused_bindings() -> list[str]:
     return sorted(unused)
 
 
+def operative_hyperparameters() -> dict[str, bool | int | float | str]:
+    """Every parameter the run used, flattened to `scope/Name.param`, for TensorBoard's HParams
+    dashboard (references and sequences as their text)."""
+    values = {}
+    for (scope, selector), parameters in gin.config._OPERATIVE_CONFIG.items():
+        name = f"{scope + '/' if scope else ''}{selector.rsplit('.', 1)[-1]}"
+        for parameter, value in parameters.items():
+            simple = isinstance(value, bool | int | float | str)
+            values[f"{name}.{parameter}"] = value if simple else str(value)
+    return values
+
+
 def run_metadata(seed: int) -> dict[str, str]:
     """What reproduces a run besides its config: command, seed, versions, git commit."""
     metadata = {"command": " ".join(sys.orig_argv)}

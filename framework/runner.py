@@ -192,8 +192,15 @@ class Runner:
 
     # ----- the loop ----------------------------------------------------------------------------
 
-    def run(self, texts: dict[str, str] | None = None) -> list[tuple[int, float]]:
-        """Trains to `num_steps` (resuming if the folder has a checkpoint); returns eval curve."""
+    def run(
+        self,
+        texts: dict[str, str] | None = None,
+        hyperparameters: dict[str, bool | int | float | str] | None = None,
+    ) -> list[tuple[int, float]]:
+        """Trains to `num_steps` (resuming if the folder has a checkpoint); returns eval curve.
+
+        `texts` and `hyperparameters` are logged once, when the run starts from scratch.
+        """
         os.makedirs(self.base_dir, exist_ok=True)
         if self._store is None:
             self.restore()
@@ -206,6 +213,8 @@ class Runner:
             if not resumed:  # a resumed run keeps the texts of its start
                 for name, text in (texts or {}).items():
                     writers.text(name, text)
+                if hyperparameters:
+                    writers.hparams(hyperparameters)
             self._train(self._store, writers)
         finally:
             writers.close()

@@ -5,6 +5,7 @@ import os
 
 import numpy as np
 import tensorflow as tf
+from tensorboard.plugins.hparams import api as hp
 
 from framework.event_reader import iterate_events
 
@@ -33,6 +34,11 @@ class SummaryWriters:
     def text(self, name: str, text: str, step: int = 0) -> None:
         with self._writers["train"].as_default(step=step):
             tf.summary.text(name, text)
+
+    def hparams(self, values: dict[str, bool | int | float | str]) -> None:
+        """The run's hyperparameters, for comparing runs in TensorBoard's HParams dashboard."""
+        with self._writers["train"].as_default(step=0):
+            hp.hparams(values)
 
     def flush(self) -> None:
         for writer in self._writers.values():

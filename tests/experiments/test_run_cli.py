@@ -250,6 +250,7 @@ def test_run_logs_every_promised_tag(cli):
         *(f"policy/prob_{arm}" for arm in range(4)),
         "config",
         "metadata",
+        "_hparams_/session_start_info",  # the run's bindings, for TensorBoard's HParams view
     }
     assert expected <= tags, f"missing: {sorted(expected - tags)}"
     assert any(tag.startswith("weights/") for tag in tags), sorted(tags)
