@@ -75,7 +75,9 @@ def test_killed_run_resumes_bitwise_identically(tmp_path, agent):
 def test_twenty_kills_at_random_moments_leave_one_clean_identical_run(tmp_path):
     gin_file = "gin_configs/dqn/cartpole.gin"
     bindings = [
-        "Runner.num_steps = 60000",
+        "Runner.num_steps = 100000",
+        "DQNAgent.train_freq = 32",
+        "DQNAgent.gradient_steps = 32",
         "Runner.checkpoint_interval = 500",
         "Runner.eval_interval = 2000",
         "Runner.eval_episodes = 3",
@@ -86,7 +88,7 @@ def test_twenty_kills_at_random_moments_leave_one_clean_identical_run(tmp_path):
     for _ in range(20):
         had_checkpoint = bool(list(checkpoints.glob("*.complete")))
         process = cli.start(tmp_path / "killed", gin_file, bindings)
-        time.sleep(rng.uniform(3.0, 6.0))  # the TF import alone takes ~3 s
+        time.sleep(rng.uniform(2.5, 5.0))  # the TF import alone takes ~3 s
         assert process.poll() is None, "the run finished before 20 kills"
         process.send_signal(signal.SIGKILL)
         _, stderr = process.communicate()
