@@ -24,6 +24,7 @@ from framework.losses import TDHuberLoss
 from framework.replay import UniformReplay
 from framework.target_updaters import HardUpdate, TargetUpdater
 from framework.targets import QLearningTarget
+from framework.validation import require_discrete, require_positive
 
 
 @gin.configurable
@@ -50,14 +51,10 @@ class DQNAgent(Agent):
         gradient_steps: int = 1,
     ):
         super().__init__(observation_space, action_space, seed)
-        if not isinstance(action_space, gym.spaces.Discrete):
-            raise ValueError(f"DQNAgent needs a Discrete action space, got {action_space}.")
-        for name, value in [("batch_size", batch_size), ("train_freq", train_freq)]:
-            if value < 1:
-                raise ValueError(f"DQNAgent.{name} must be >= 1, got {value}.")
-        if gradient_steps < 1:
-            raise ValueError(f"DQNAgent.gradient_steps must be >= 1, got {gradient_steps}.")
-        self.num_actions = int(action_space.n)
+        require_positive(
+            self, batch_size=batch_size, train_freq=train_freq, gradient_steps=gradient_steps
+        )
+        self.num_actions = require_discrete(self, action_space)
         self.batch_size = batch_size
         self.learning_starts = learning_starts
         self.train_freq = train_freq

@@ -20,6 +20,7 @@ from framework import networks
 from framework.gradient_processors import GradientProcessor
 from framework.learner import Learner
 from framework.losses import PolicyGradientLoss
+from framework.validation import require_discrete, require_positive
 
 _PENDING_FILE = "pending_episodes.npz"
 
@@ -60,11 +61,8 @@ class ReinforceAgent(Agent):
         episodes_per_update: int = 1,
     ):
         super().__init__(observation_space, action_space, seed)
-        if not isinstance(action_space, gym.spaces.Discrete):
-            raise ValueError(f"ReinforceAgent needs a Discrete action space, got {action_space}.")
-        if episodes_per_update < 1:
-            raise ValueError(f"episodes_per_update must be >= 1, got {episodes_per_update}.")
-        self.num_actions = int(action_space.n)
+        require_positive(self, episodes_per_update=episodes_per_update)
+        self.num_actions = require_discrete(self, action_space)
         self.gamma = gamma
         self.normalize_returns = normalize_returns
         self.episodes_per_update = episodes_per_update

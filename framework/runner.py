@@ -33,6 +33,7 @@ from framework.seeding import (
     set_global_rng_states,
 )
 from framework.summaries import SummaryWriters, supersede_events_after, to_floats
+from framework.validation import require_positive
 
 
 class NonFiniteError(FloatingPointError):
@@ -80,15 +81,14 @@ class Runner:
         seed: int = 0,
         skip_nonfinite_updates: bool = False,
     ):
-        for name, value in [
-            ("num_steps", num_steps),
-            ("eval_interval", eval_interval),
-            ("checkpoint_interval", checkpoint_interval),
-            ("log_interval", log_interval),
-            ("histogram_interval", histogram_interval),
-        ]:
-            if value < 1:
-                raise ValueError(f"Runner.{name} must be >= 1, got {value}.")
+        require_positive(
+            self,
+            num_steps=num_steps,
+            eval_interval=eval_interval,
+            checkpoint_interval=checkpoint_interval,
+            log_interval=log_interval,
+            histogram_interval=histogram_interval,
+        )
         self.base_dir = base_dir
         self.num_steps = num_steps
         self.eval_interval = eval_interval

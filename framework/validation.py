@@ -1,0 +1,20 @@
+"""Argument checks that fail at construction with a message naming the parameter."""
+
+import gymnasium as gym
+
+
+def require_positive(owner: object, **values: int) -> None:
+    """Raises ValueError naming `Owner.name` for any value below 1."""
+    for name, value in values.items():
+        if value < 1:
+            raise ValueError(f"{type(owner).__name__}.{name} must be >= 1, got {value}.")
+
+
+def require_discrete(owner: object, space: gym.Space) -> int:
+    """The number of actions of a Discrete space; a clear error for any other space."""
+    if not isinstance(space, gym.spaces.Discrete):
+        raise ValueError(
+            f"{type(owner).__name__} needs a Discrete action space, got {space}; pick an "
+            "environment with discrete actions or an agent for continuous ones."
+        )
+    return int(space.n)
