@@ -62,10 +62,10 @@ class Learner(tf.Module):
         self._constant_learning_rate = configured if isinstance(configured, float) else None
         self.gradient_processor = gradient_processor or Identity()
         self.gradient_processor.build(self._variables)
-        self._target_updater = target_updater or NoUpdate()
+        self.target_updater = target_updater or NoUpdate()
         self._online_variables = list(online_variables)
         self._target_variables = list(target_variables)
-        self._target_updater.check(self._online_variables, self._target_variables)
+        self.target_updater.check(self._online_variables, self._target_variables)
         self.applied_updates = tf.Variable(0, dtype=tf.int64, trainable=False, name="updates")
         # With a spec (None for dimensions that vary, such as episode length) the step is traced
         # once; otherwise on the first call and once more for varying shapes.
@@ -161,4 +161,4 @@ class Learner(tf.Module):
     def _apply(self, grads: list[tf.Tensor]) -> tf.Tensor:
         self.optimizer.apply(grads, self._variables)
         step = self.applied_updates.assign_add(1)
-        return self._target_updater(self._online_variables, self._target_variables, step)
+        return self.target_updater(self._online_variables, self._target_variables, step)

@@ -75,7 +75,7 @@ def test_soft_target_config_swaps_the_updater_and_updates_every_step(tmp_path):
         ["gin_configs/dqn/cartpole_soft_target.gin"],
         ["Runner.num_steps = 1300", "Runner.eval_interval = 1300", "Runner.eval_episodes = 1"],
     )
-    assert isinstance(runner.agent.learner._target_updater, SoftUpdate)
+    assert isinstance(runner.agent.learner.target_updater, SoftUpdate)
     scalars = read_scalars(tmp_path)
     # Since the log at step 1000: training calls at 1024 and 1280 of 128 gradient steps each;
     # the EMA target moves after every one of the 256.
