@@ -35,7 +35,8 @@ class Agent(tf.Module, abc.ABC):
         super().__init__(name=type(self).__name__)
         self.observation_space = observation_space
         self.action_space = action_space
-        self.rng = np.random.default_rng(seed)
+        self.rng = np.random.default_rng(seed)  # training: exploration, sampling
+        self.eval_rng = np.random.default_rng(seed)  # evaluation only; see seed_evaluation
 
     @abc.abstractmethod
     def act(self, observation: np.ndarray, explore: bool) -> Any:
@@ -52,6 +53,11 @@ class Agent(tf.Module, abc.ABC):
     @abc.abstractmethod
     def checkpoint_items(self) -> dict[str, Any]:
         """Trackables to save in the TF checkpoint (networks, optimizer, counters)."""
+
+    def seed_evaluation(self, seed: int) -> None:
+        """Evaluation draws from its own generator, reseeded for each evaluation, so that how
+        often and how long one evaluates never changes the training run."""
+        self.eval_rng = np.random.default_rng(seed)
 
     def start_episode(self) -> None:
         """A new episode starts; drop what is left of one that never ended (the run stopped

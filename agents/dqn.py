@@ -24,7 +24,12 @@ from framework.losses import TDHuberLoss
 from framework.replay import UniformReplay
 from framework.target_updaters import HardUpdate, TargetUpdater
 from framework.targets import QLearningTarget
-from framework.validation import require_discrete, require_positive
+from framework.validation import (
+    require_discrete,
+    require_non_negative,
+    require_positive,
+    require_unit_interval,
+)
 
 
 @gin.configurable
@@ -52,8 +57,14 @@ class DQNAgent(Agent):
     ):
         super().__init__(observation_space, action_space, seed)
         require_positive(
-            self, batch_size=batch_size, train_freq=train_freq, gradient_steps=gradient_steps
+            self,
+            batch_size=batch_size,
+            train_freq=train_freq,
+            gradient_steps=gradient_steps,
+            n_step=n_step,
         )
+        require_non_negative(self, learning_starts=learning_starts)
+        require_unit_interval(self, gamma=gamma, eval_epsilon=eval_epsilon)
         self.num_actions = require_discrete(self, action_space)
         self.batch_size = batch_size
         self.learning_starts = learning_starts
@@ -86,9 +97,11 @@ class DQNAgent(Agent):
         self.steps = 0  # transitions observed; drives epsilon and the training schedule
 
     def act(self, observation: np.ndarray, explore: bool) -> int:
-        epsilon = self.epsilon(self.steps) if explore else self.eval_epsilon
-        if epsilon > 0 and self.rng.random() < epsilon:
-            return int(self.rng.integers(self.num_actions))
+        epsilon, rng = (
+            (self.epsilon(self.steps), self.rng) if explore else (self.eval_epsilon, self.eval_rng)
+        )
+        if epsilon > 0 and rng.random() < epsilon:
+            return int(rng.integers(self.num_actions))
         return int(np.argmax(self._q_values(observation[None])[0]))
 
     def observe(self, transition: Transition) -> None:
@@ -99,7 +112,8 @@ class DQNAgent(Agent):
         self.replay.end_episode()
 
     def update(self) -> dict[str, tf.Tensor]:
-        if self.steps < self.learning_starts or self.steps % self.train_freq:
+        due = self.steps >= self.learning_starts and self.steps % self.train_freq == 0
+        if not due or len(self.replay) == 0:  # n-step windows fill only after n steps
             return {}
         batches = self.replay.sample_stack(self.gradient_steps, self.batch_size, self.rng)
         metrics = self.learner.run(batches)

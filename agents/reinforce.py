@@ -20,7 +20,7 @@ from framework import networks
 from framework.gradient_processors import GradientProcessor
 from framework.learner import Learner
 from framework.losses import PolicyGradientLoss
-from framework.validation import require_discrete, require_positive
+from framework.validation import require_discrete, require_positive, require_unit_interval
 
 _PENDING_FILE = "pending_episodes.npz"
 
@@ -62,6 +62,7 @@ class ReinforceAgent(Agent):
     ):
         super().__init__(observation_space, action_space, seed)
         require_positive(self, episodes_per_update=episodes_per_update)
+        require_unit_interval(self, gamma=gamma)
         self.num_actions = require_discrete(self, action_space)
         self.gamma = gamma
         self.normalize_returns = normalize_returns

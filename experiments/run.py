@@ -5,6 +5,7 @@ Starting it again on the same --base_dir resumes from the newest complete checkp
 """
 
 import contextlib
+import fcntl
 import os
 import sys
 
@@ -37,6 +38,7 @@ import datetime  # noqa: E402
 import json  # noqa: E402
 
 import gin  # noqa: E402
+import gymnasium as gym  # noqa: E402
 from absl import app, flags, logging  # noqa: E402
 
 import agents  # noqa: E402,F401  (registers every agent's configurables)
@@ -60,10 +62,26 @@ class UsageError(Exception):
 
 
 def _default_base_dir() -> str:
+    """A new folder per invocation: config name, seed, time to the microsecond."""
     name = os.path.splitext(os.path.basename(FLAGS.gin_file[-1]))[0]
     family = os.path.basename(os.path.dirname(FLAGS.gin_file[-1])) or "run"
-    stamp = datetime.datetime.now().strftime("%Y%m%d-%H%M%S")
-    return os.path.join("runs", f"{family}_{name}_{stamp}")
+    stamp = datetime.datetime.now().strftime("%Y%m%d-%H%M%S-%f")
+    seed = "" if FLAGS.seed is None else f"_seed{FLAGS.seed}"
+    return os.path.join("runs", f"{family}_{name}{seed}_{stamp}")
+
+
+@contextlib.contextmanager
+def _exclusive(base_dir: str):
+    """Holds a lock on the run folder: two processes must never train into the same one."""
+    with open(os.path.join(base_dir, ".lock"), "w") as lock:
+        try:
+            fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError as error:
+            raise UsageError(
+                f"Another process is training in {base_dir}; wait for it to finish, or choose "
+                "another --base_dir."
+            ) from error
+        yield
 
 
 def build_runner(base_dir: str) -> Runner:
@@ -74,7 +92,7 @@ def build_runner(base_dir: str) -> Runner:
     try:
         config.parse(FLAGS.gin_file, bindings)
         runner = Runner(base_dir)
-    except (ValueError, ImportError, TypeError) as error:
+    except (ValueError, ImportError, TypeError, gym.error.Error) as error:
         raise UsageError(" ".join(str(error).split())) from error
     unused = config.unused_bindings()
     for binding in unused:
@@ -94,6 +112,12 @@ def train(base_dir: str) -> None:
         return
     os.makedirs(base_dir, exist_ok=True)
     logging.info("Run folder: %s (tensorboard --logdir %s)", base_dir, base_dir)
+    with _exclusive(base_dir):
+        _train_locked(runner, base_dir)
+    logging.info("Done: %s", base_dir)
+
+
+def _train_locked(runner: Runner, base_dir: str) -> None:
     try:
         resumed_step = runner.restore()
         metadata = config.run_metadata(runner.seed)
@@ -108,29 +132,27 @@ def train(base_dir: str) -> None:
             _write_atomically(os.path.join(base_dir, "config.gin"), gin.operative_config_str())
     except (NonFiniteError, CheckpointError) as error:
         raise UsageError(str(error)) from error
-    logging.info("Done: %s", base_dir)
 
 
 def _record_invocation(base_dir: str, metadata: dict, resumed_step: int | None) -> None:
     """config.gin and metadata.json describe the latest start; earlier ones are kept.
 
-    A resumed run whose config changed (say, a larger Runner.num_steps) keeps the previous
-    config as config.before-step-<N>.gin; metadata.json lists every start.
+    A start whose config changed (say, a larger Runner.num_steps to train longer) keeps the
+    previous config as config.before-start-<N>.gin; metadata.json lists every start.
     """
     config_path = os.path.join(base_dir, "config.gin")
     metadata_path = os.path.join(base_dir, "metadata.json")
     operative = gin.operative_config_str()
     starts = []
-    if resumed_step is not None:
-        if os.path.exists(config_path):
-            with open(config_path) as f:
-                previous = f.read()
-            if previous != operative:
-                kept = os.path.join(base_dir, f"config.before-step-{resumed_step}.gin")
-                _write_atomically(kept, previous)
-        if os.path.exists(metadata_path):
-            with open(metadata_path) as f:
-                starts = json.load(f).get("starts", [])
+    if os.path.exists(metadata_path):
+        with open(metadata_path) as f:
+            starts = json.load(f).get("starts", [])
+    if os.path.exists(config_path):
+        with open(config_path) as f:
+            previous = f.read()
+        if previous != operative:
+            kept = os.path.join(base_dir, f"config.before-start-{len(starts) + 1}.gin")
+            _write_atomically(kept, previous)
     starts.append({**metadata, "resumed_from_step": resumed_step})
     _write_atomically(metadata_path, json.dumps({"starts": starts}, indent=2))
     _write_atomically(config_path, operative)

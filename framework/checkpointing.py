@@ -16,6 +16,7 @@ import json
 import os
 import re
 import shutil
+import time
 from collections.abc import Callable
 from typing import Any
 
@@ -116,10 +117,11 @@ class CheckpointStore:
                 try:
                     self._checkpoint.restore(prefix).assert_existing_objects_matched()
                     read_extras(prefix + ".extras")
-                    self._quarantine(damaged)
-                    return step
                 except Exception as error:  # any failure to read makes this one unusable
                     problem = f"{type(error).__name__}: {error}"
+                else:
+                    self._quarantine(damaged)
+                    return step
             logging.warning("Skipping damaged checkpoint %s: %s", prefix, problem)
             problems.append(f"{prefix}: {problem}")
             damaged.append(prefix)
@@ -134,10 +136,13 @@ class CheckpointStore:
         return None
 
     def _quarantine(self, prefixes: list[str]) -> None:
-        """Moves damaged checkpoints into `damaged/`: kept for inspection, out of the way of
-        the resumed run, which will save at the same steps again."""
-        target = os.path.join(self.directory, "damaged")
-        os.makedirs(target, exist_ok=True)
+        """Moves damaged checkpoints into `damaged/<time>/`: kept for inspection, out of the
+        way of the resumed run, which will save at the same steps again."""
+        if not prefixes:
+            return
+        stamp = time.strftime("%Y%m%d-%H%M%S")
+        target = os.path.join(self.directory, "damaged", f"{stamp}-{os.getpid()}")
+        os.makedirs(target)
         for prefix in prefixes:
             for path in glob.glob(prefix + ".*"):
                 os.replace(path, os.path.join(target, os.path.basename(path)))

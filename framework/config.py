@@ -19,7 +19,7 @@ class ConfigError(ValueError):
 
 def resolve_gin_file(path: str) -> str:
     """`path` as given if it exists, else relative to the installed `gin_configs` package."""
-    if os.path.exists(path):
+    if os.path.isfile(path):
         return path
     relative = path.removeprefix("gin_configs/")
     packaged = importlib.resources.files("gin_configs").joinpath(relative)
@@ -30,8 +30,8 @@ def resolve_gin_file(path: str) -> str:
         for p in _gin_files(importlib.resources.files("gin_configs"))
     )
     raise ConfigError(
-        f"Gin file {path!r} does not exist (looked relative to {os.getcwd()!r} and in the "
-        f"installed gin_configs package). Available configs: {', '.join(available)}."
+        f"Gin file {path!r} does not exist as a file (looked relative to {os.getcwd()!r} and "
+        f"in the installed gin_configs package). Available configs: {', '.join(available)}."
     )
 
 
@@ -97,6 +97,11 @@ def parse(gin_files: Sequence[str], bindings: Sequence[str]) -> list[str]:
         gin.parse_config_files_and_bindings(resolved, bindings, finalize_config=False)
     except (ValueError, SyntaxError, KeyError) as error:
         raise ConfigError(f"Bad gin configuration: {_explain(error)}") from error
+    except (OSError, TypeError) as error:  # an `include` of a missing file, an unreadable file
+        raise ConfigError(
+            f"Could not read the gin files {resolved} or a file they include: {error}. An "
+            "`include` path is relative to the repository root (e.g. 'gin_configs/dqn/...')."
+        ) from error
     return resolved
 
 
@@ -130,7 +135,7 @@ def run_metadata(seed: int) -> dict[str, str]:
     metadata = {"command": " ".join(sys.orig_argv)}
     metadata["seed"] = str(seed)
     metadata["python"] = sys.version.split()[0]
-    for package in ("tensorflow", "keras", "gymnasium", "gin-config", "numpy"):
+    for package in ("rlframe", "tensorflow", "keras", "gymnasium", "gin-config", "numpy"):
         try:
             metadata[package] = importlib.metadata.version(package)
         except importlib.metadata.PackageNotFoundError:

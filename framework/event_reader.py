@@ -2,6 +2,7 @@
 
 import glob
 import os
+import struct
 from collections.abc import Iterator
 
 import numpy as np
@@ -9,14 +10,37 @@ import tensorflow as tf
 from absl import logging
 from tensorboard.compat.proto import event_pb2
 
+_HEADER_BYTES, _FOOTER_BYTES = 12, 4  # TFRecord: length (8) + its CRC (4); data CRC (4)
 
-def iterate_events(path: str) -> Iterator[event_pb2.Event]:
-    """The events of one file; a torn last record (the writer was killed) ends the file."""
+
+def read_events(path: str) -> tuple[list[event_pb2.Event], bool]:
+    """The events of one file, and whether everything in it was read.
+
+    A torn last record (the writer was killed mid-write) simply ends the file: that is normal.
+    A complete record that fails its checksum is damage, and the file is reported not intact.
+    """
+    events, consumed = [], 0
     try:
         for record in tf.data.TFRecordDataset(path):
-            yield event_pb2.Event.FromString(record.numpy())
+            data = record.numpy()
+            events.append(event_pb2.Event.FromString(data))
+            consumed += _HEADER_BYTES + len(data) + _FOOTER_BYTES
     except tf.errors.DataLossError:
+        with open(path, "rb") as f:
+            f.seek(consumed)
+            header = f.read(8)
+            remaining = os.path.getsize(path) - consumed
+        length = struct.unpack("<Q", header)[0] if len(header) == 8 else remaining
+        if _HEADER_BYTES + length + _FOOTER_BYTES <= remaining:
+            logging.warning("Damaged record after %d events in %s.", len(events), path)
+            return events, False
         logging.warning("Ignoring a torn record at the end of %s.", path)
+    return events, True
+
+
+def iterate_events(path: str) -> Iterator[event_pb2.Event]:
+    """The readable events of one file."""
+    yield from read_events(path)[0]
 
 
 def read_scalars(run_dir: str) -> dict[str, list[tuple[int, float]]]:

@@ -88,8 +88,10 @@ class Accumulate(GradientProcessor):
     """Sums the gradients of `steps` calls in variables and releases the sum on the last call.
 
     Nothing is applied on the first `steps - 1` calls; on the `steps`-th the summed gradient is
-    returned with `apply_now=True` and the accumulators reset. Sum, not mean: divide the learning
-    rate by `steps` for the mean (A3C workers sum their parts the same way).
+    returned with `apply_now=True` and the accumulators reset. Sum, not mean (A3C workers sum
+    their parts the same way): with SGD, divide the learning rate by `steps` for the mean;
+    Adam and RMSprop are nearly invariant to the gradient's scale, but a clipping processor
+    chained after this one clips the sum.
     """
 
     metric_names = ("accumulate/calls",)
@@ -114,7 +116,7 @@ class Accumulate(GradientProcessor):
         for total, grad in zip(self._sums, grads, strict=True):
             total.assign_add(grad)
         count = tf.identity(self._count.assign_add(1))  # read now, before the reset below
-        apply_now = tf.equal(count, self.steps)
+        apply_now = count >= self.steps  # >=: a resumed run may have lowered `steps`
         summed = [tf.identity(total) for total in self._sums]
         with tf.control_dependencies(summed):
             for total in self._sums:

@@ -21,7 +21,13 @@ Metrics = dict[str, tf.Tensor]
 LossFn = Callable[[Batch], tuple[tf.Tensor, Metrics]]
 
 # Metrics that count events over the k steps of a call; every other metric is averaged.
-COUNTED_METRICS = ("nonfinite_steps", "applied_updates", "target_updates", "nonfinite_variables")
+COUNTED_METRICS = (
+    "nonfinite_steps",
+    "nonfinite_losses",
+    "applied_updates",
+    "target_updates",
+    "nonfinite_variables",
+)
 
 
 @gin.configurable(allowlist=["jit_compile"])
@@ -105,7 +111,8 @@ class Learner(tf.Module):
         if tf.nest.flatten(batches)[0].shape[0] == 1:  # one step (on-policy): no loop needed
             return {**first, "nonfinite_variables": self._nonfinite_variables()}
         _, totals = tf.while_loop(lambda index, _: index < num_steps, body, (1, first))
-        count = tf.cast(num_steps, tf.float32)
+        # Averages over the finite steps only: a skipped step's NaNs would hide all the others.
+        count = tf.maximum(tf.cast(num_steps, tf.float32) - totals["nonfinite_steps"], 1.0)
         metrics = {
             key: value if key in COUNTED_METRICS else value / count for key, value in totals.items()
         }
@@ -138,17 +145,24 @@ class Learner(tf.Module):
         target_updated = tf.cond(
             apply_now, lambda: self._apply(processed), lambda: tf.constant(False)
         )
-        metrics = {
+        averaged = {
             "loss": loss,
             "grad_norm": tf.linalg.global_norm(grads),
             "learning_rate": learning_rate,
-            "nonfinite_steps": 1.0 - tf.cast(finite, tf.float32),
-            "applied_updates": tf.cast(apply_now, tf.float32),
-            "target_updates": tf.cast(target_updated, tf.float32),
             **extras,
             **processor_metrics,
         }
-        return {key: tf.cast(value, tf.float32) for key, value in metrics.items()}
+        averaged = {  # a non-finite step counts below and adds nothing to the averages
+            key: tf.where(finite, tf.cast(value, tf.float32), 0.0)
+            for key, value in averaged.items()
+        }
+        counted = {
+            "nonfinite_steps": 1.0 - tf.cast(finite, tf.float32),
+            "nonfinite_losses": 1.0 - tf.cast(tf.math.is_finite(loss), tf.float32),
+            "applied_updates": tf.cast(apply_now, tf.float32),
+            "target_updates": tf.cast(target_updated, tf.float32),
+        }
+        return {**averaged, **counted}
 
     def _process(self, grads: list[tf.Tensor]):
         processed, apply_now, metrics = self.gradient_processor(grads, self._variables)

@@ -32,7 +32,12 @@ from framework.seeding import (
     seed_everything,
     set_global_rng_states,
 )
-from framework.summaries import SummaryWriters, supersede_events_after, to_floats
+from framework.summaries import (
+    SummaryWriters,
+    set_aside_events,
+    supersede_events_after,
+    to_floats,
+)
 from framework.validation import require_positive
 
 
@@ -85,6 +90,8 @@ class Runner:
             self,
             num_steps=num_steps,
             eval_interval=eval_interval,
+            eval_episodes=eval_episodes,
+            max_checkpoints_to_keep=max_checkpoints_to_keep,
             checkpoint_interval=checkpoint_interval,
             log_interval=log_interval,
             histogram_interval=histogram_interval,
@@ -99,6 +106,8 @@ class Runner:
         self.histogram_interval = histogram_interval
         self.seed = seed
         self.skip_nonfinite_updates = skip_nonfinite_updates
+        if not 0 <= seed < 2**32:
+            raise ValueError(f"Runner.seed (or --seed) must be in [0, 2**32), got {seed}.")
         seed_everything(seed)
         agent_seed, env_seed, action_space_seed, self._eval_seed = derived_seeds(seed, 4)
         self.env = env_factory()
@@ -177,6 +186,7 @@ class Runner:
         returns, lengths = [], []
         # Seeded by the step, so an evaluation does not depend on earlier ones.
         self.eval_env.reset(seed=self._eval_seed + self.state.env_steps)
+        self.agent.seed_evaluation(self._eval_seed + self.state.env_steps)
         for _ in range(self.eval_episodes):
             observation, _ = self.eval_env.reset()
             episode_return, length, done = 0.0, 0, False
@@ -207,7 +217,10 @@ class Runner:
         resumed = self.restored_step is not None
         # Whatever was logged after the restored step is logged again from here on; with
         # nothing restored that is everything, including the texts of an earlier start.
-        supersede_events_after(self.base_dir, self.state.env_steps if resumed else -1)
+        if resumed:
+            supersede_events_after(self.base_dir, self.state.env_steps)
+        else:
+            set_aside_events(self.base_dir)
         writers = SummaryWriters(self.base_dir)
         try:
             if not resumed:  # a resumed run keeps the texts of its start
@@ -223,9 +236,11 @@ class Runner:
     def _train(self, store: CheckpointStore, writers: SummaryWriters) -> None:
         state = self.state
         progress = _Progress(state.env_steps, self.log_interval, self.histogram_interval)
-        observation = self._start_episode()
+        observation = None  # None: the next step starts an episode
         episode_return, episode_length = 0.0, 0
         while state.env_steps < self.num_steps:
+            if observation is None:  # reset here, not at the episode end, so that a final
+                observation = self._start_episode()  # checkpoint still precedes the reset
             action = self.agent.act(observation, explore=True)
             next_observation, reward, terminated, truncated, _ = self.env.step(action)
             self.agent.observe(
@@ -262,11 +277,22 @@ class Runner:
                 episode_return, episode_length = 0.0, 0
                 if state.env_steps - state.last_checkpoint_step >= self.checkpoint_interval:
                     self._save(store, writers)
-                observation = self._start_episode()
+                observation = None
             else:
                 observation = next_observation
+                self._warn_if_no_boundary(episode_length)
         if state.last_checkpoint_step != state.env_steps:
-            self._save(store, writers)  # mid-episode: see `_start_episode`
+            self._save(store, writers)  # possibly mid-episode: see `_start_episode`
+
+    def _warn_if_no_boundary(self, episode_length: int) -> None:
+        """Checkpoints wait for an episode end; say so when an episode keeps them waiting."""
+        if episode_length == 10 * self.checkpoint_interval:
+            logging.warning(
+                "An episode has run for %d steps without ending: no checkpoint is taken until "
+                "it does (checkpoints wait for episode ends so that a resume is exact). Give "
+                "the environment a time limit (make_env.max_episode_steps).",
+                episode_length,
+            )
 
     def _start_episode(self) -> np.ndarray:
         """Resets the environment; the agent drops what is left of an episode that never ended.
@@ -323,10 +349,10 @@ class Runner:
         if metrics["nonfinite_variables"]:
             what = f"Non-finite variables at environment step {step}, after a finite update."
         elif nonfinite and not self.skip_nonfinite_updates:
-            culprit = "loss" if not np.isfinite(metrics["loss"]) else "gradient"
+            culprit = "loss" if metrics["nonfinite_losses"] else "gradient"
             what = (
-                f"Non-finite {culprit} at environment step {step} (loss={metrics['loss']}, "
-                f"gradient norm={metrics['grad_norm']}); the update was not applied."
+                f"Non-finite {culprit} at environment step {step} in {nonfinite} of the "
+                "learner's steps; the update was not applied."
             )
         else:
             self.state.skipped_nonfinite_steps += nonfinite

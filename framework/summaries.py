@@ -2,12 +2,14 @@
 
 import glob
 import os
+import time
 
 import numpy as np
 import tensorflow as tf
+from absl import logging
 from tensorboard.plugins.hparams import api as hp
 
-from framework.event_reader import iterate_events
+from framework.event_reader import read_events
 
 SPLITS = ("train", "eval")
 _PENDING_SUFFIX = ".pending"  # no "tfevents" in the name: TensorBoard ignores it
@@ -49,6 +51,21 @@ class SummaryWriters:
             writer.close()
 
 
+def set_aside_events(base_dir: str) -> None:
+    """A run starting from scratch in a folder with event files (an earlier start that never
+    completed a checkpoint, or a reused folder) moves them to `discarded/<time>/`, not away."""
+    originals = glob.glob(os.path.join(base_dir, "*", "*tfevents*"))
+    originals = [p for p in originals if os.path.basename(os.path.dirname(p)) in SPLITS]
+    if not originals:
+        return
+    target = os.path.join(base_dir, "discarded", time.strftime("%Y%m%d-%H%M%S"))
+    for path in originals:
+        split_dir = os.path.join(target, os.path.basename(os.path.dirname(path)))
+        os.makedirs(split_dir, exist_ok=True)
+        os.replace(path, os.path.join(split_dir, os.path.basename(path)))
+    logging.warning("Starting afresh: moved the earlier event files to %s.", target)
+
+
 def supersede_events_after(base_dir: str, step: int) -> None:
     """Drops every logged event with a step after `step`, the step a run resumes from.
 
@@ -57,7 +74,8 @@ def supersede_events_after(base_dir: str, step: int) -> None:
     split's files are merged into one filtered file, written under a temporary name and renamed
     to a pending name once it is on disk (the commit point); only then are the old files
     removed and the pending one named as an event file. A crash at any point leaves either the
-    old files or the complete filtered copy, never neither.
+    old files or the complete filtered copy, never neither. A file with a damaged record (not
+    just a torn end) is moved to `discarded/`, never deleted.
     """
     for split in SPLITS:
         directory = os.path.join(base_dir, split)
@@ -73,12 +91,12 @@ def supersede_events_after(base_dir: str, step: int) -> None:
             originals = [final]
         if not originals:
             continue
-        kept = [
-            event
-            for path in originals
-            for event in iterate_events(path)
-            if event.step <= step or event.HasField("file_version")
-        ]
+        kept, damaged = [], []
+        for path in originals:
+            events, intact = read_events(path)
+            kept += [e for e in events if e.step <= step or e.HasField("file_version")]
+            if not intact:
+                damaged.append(path)
         kept.sort(key=lambda event: (event.step, event.wall_time))
         with tf.io.TFRecordWriter(pending + ".tmp") as writer:
             for event in kept:
@@ -87,7 +105,12 @@ def supersede_events_after(base_dir: str, step: int) -> None:
             os.fsync(f.fileno())
         os.replace(pending + ".tmp", pending)
         for path in originals:
-            os.remove(path)
+            if path in damaged:
+                target = os.path.join(base_dir, "discarded", "damaged", split)
+                os.makedirs(target, exist_ok=True)
+                os.replace(path, os.path.join(target, os.path.basename(path)))
+            else:
+                os.remove(path)
         os.replace(pending, final)
 
 

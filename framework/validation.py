@@ -10,6 +10,20 @@ def require_positive(owner: object, **values: int) -> None:
             raise ValueError(f"{type(owner).__name__}.{name} must be >= 1, got {value}.")
 
 
+def require_non_negative(owner: object, **values: float) -> None:
+    """Raises ValueError naming `Owner.name` for any negative value."""
+    for name, value in values.items():
+        if value < 0:
+            raise ValueError(f"{type(owner).__name__}.{name} must be >= 0, got {value}.")
+
+
+def require_unit_interval(owner: object, **values: float) -> None:
+    """Raises ValueError naming `Owner.name` for any value outside [0, 1]."""
+    for name, value in values.items():
+        if not 0.0 <= value <= 1.0:
+            raise ValueError(f"{type(owner).__name__}.{name} must be in [0, 1], got {value}.")
+
+
 def require_discrete(owner: object, space: gym.Space) -> int:
     """The number of actions of a Discrete space; a clear error for any other space."""
     if not isinstance(space, gym.spaces.Discrete):

@@ -67,7 +67,7 @@ def test_damaged_newest_checkpoint_falls_back_to_previous(tmp_path, pattern, how
     assert runner.restored_step == 200
     assert any("ckpt-300" in r.getMessage() and "damaged" in r.getMessage() for r in caplog.records)
     # The run went on from step 200; the damaged checkpoint was moved aside, untouched.
-    kept = checkpoints / "damaged" / os.path.relpath(damaged, checkpoints)
+    (kept,) = (checkpoints / "damaged").glob(f"*/{os.path.relpath(damaged, checkpoints)}")
     assert os.path.getsize(kept) == before[damaged]
 
 
@@ -82,7 +82,7 @@ def test_damaged_replay_file_falls_back(tmp_path):
     size = os.path.getsize(newest)
     runner = _resume(tmp_path, DQN, [*DQN_SHORT, "Runner.num_steps = 500"])
     assert runner.state.env_steps == 500
-    kept = tmp_path / "checkpoints" / "damaged" / newest.parent.name / "replay.npz"
+    (kept,) = (tmp_path / "checkpoints" / "damaged").glob(f"*/{newest.parent.name}/replay.npz")
     assert os.path.getsize(kept) == size
 
 

@@ -1,0 +1,79 @@
+"""Continuous curves across resumes: superseding, torn and damaged event files, fresh starts."""
+
+import glob
+import os
+
+from framework.event_reader import read_events, read_scalars
+from framework.summaries import SummaryWriters, set_aside_events, supersede_events_after
+
+
+def _log(base_dir, steps) -> None:
+    writers = SummaryWriters(str(base_dir))
+    for step in steps:
+        writers.scalars("train", step, {"train/x": float(step)})
+    writers.close()
+
+
+def _event_files(base_dir, split="train") -> list[str]:
+    return sorted(glob.glob(os.path.join(str(base_dir), split, "*tfevents*")))
+
+
+def test_supersede_keeps_steps_up_to_the_resume_step_then_logging_continues(tmp_path):
+    _log(tmp_path, range(1, 11))  # a killed run got to step 10; its checkpoint was at 5
+    supersede_events_after(str(tmp_path), 5)
+    _log(tmp_path, range(6, 9))  # the resumed run logs 6, 7, 8 again
+    steps = [step for step, _ in read_scalars(str(tmp_path))["train/x"]]
+    assert sorted(steps) == list(range(1, 9))
+
+
+def test_a_torn_last_record_is_normal_and_the_rest_is_kept(tmp_path):
+    _log(tmp_path, range(1, 11))
+    (path,) = _event_files(tmp_path)
+    with open(path, "rb+") as f:
+        f.truncate(os.path.getsize(path) - 7)  # the last record loses its end
+    _, intact = read_events(path)
+    assert intact
+    supersede_events_after(str(tmp_path), 100)
+    steps = [step for step, _ in read_scalars(str(tmp_path))["train/x"]]
+    assert steps == list(range(1, 10))
+    assert not glob.glob(str(tmp_path / "discarded" / "**" / "*tfevents*"), recursive=True)
+
+
+def test_a_damaged_record_moves_the_file_aside_instead_of_deleting_it(tmp_path):
+    _log(tmp_path, range(1, 11))
+    (path,) = _event_files(tmp_path)
+    size = os.path.getsize(path)
+    with open(path, "rb+") as f:  # flip a byte in the middle: a checksum fails
+        f.seek(size // 2)
+        byte = f.read(1)
+        f.seek(size // 2)
+        f.write(bytes([byte[0] ^ 0xFF]))
+    _, intact = read_events(path)
+    assert not intact
+    supersede_events_after(str(tmp_path), 100)
+    (kept,) = glob.glob(str(tmp_path / "discarded" / "damaged" / "train" / "*tfevents*"))
+    assert os.path.getsize(kept) == size
+
+
+def test_a_committed_merge_is_completed_by_the_next_start(tmp_path):
+    _log(tmp_path, range(1, 11))
+    pending = tmp_path / "train" / "events.merged.pending"
+    # Simulate a start that wrote and committed its filtered copy, then died.
+    supersede_events_after(str(tmp_path), 4)
+    (merged,) = _event_files(tmp_path)
+    os.replace(merged, pending)
+    _log(tmp_path, [])  # an unrelated empty file beside it, as a crashed writer may leave
+    supersede_events_after(str(tmp_path), 4)
+    assert not pending.exists()
+    steps = [step for step, _ in read_scalars(str(tmp_path))["train/x"]]
+    assert steps == [1, 2, 3, 4]
+
+
+def test_a_fresh_start_sets_earlier_events_aside(tmp_path):
+    _log(tmp_path, range(1, 4))
+    (path,) = _event_files(tmp_path)
+    size = os.path.getsize(path)
+    set_aside_events(str(tmp_path))
+    assert _event_files(tmp_path) == []
+    (moved,) = glob.glob(str(tmp_path / "discarded" / "*" / "train" / "*tfevents*"))
+    assert os.path.getsize(moved) == size
