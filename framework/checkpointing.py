@@ -26,6 +26,17 @@ from absl import logging
 _MARKER_SUFFIX = ".complete"
 
 
+def complete_steps(directory: str) -> list[int]:
+    """Steps of the checkpoints in `directory` that have a completion marker, newest first
+    (marked, not yet verified)."""
+    steps = []
+    for marker in glob.glob(os.path.join(directory, "ckpt-*" + _MARKER_SUFFIX)):
+        match = re.fullmatch(r"ckpt-(\d+)" + re.escape(_MARKER_SUFFIX), os.path.basename(marker))
+        if match:
+            steps.append(int(match.group(1)))
+    return sorted(steps, reverse=True)
+
+
 class CheckpointError(RuntimeError):
     """No usable checkpoint although some exist; the message lists each one and its problem."""
 
@@ -93,15 +104,7 @@ class CheckpointStore:
         return sum(os.path.getsize(path) for path in files)
 
     def complete_steps(self) -> list[int]:
-        """Steps that have a completion marker, newest first (not yet verified)."""
-        steps = []
-        for marker in glob.glob(os.path.join(self.directory, "ckpt-*" + _MARKER_SUFFIX)):
-            match = re.fullmatch(
-                r"ckpt-(\d+)" + re.escape(_MARKER_SUFFIX), os.path.basename(marker)
-            )
-            if match:
-                steps.append(int(match.group(1)))
-        return sorted(steps, reverse=True)
+        return complete_steps(self.directory)
 
     def restore_latest(self, read_extras: Callable[[str], None]) -> int | None:
         """Restores the newest complete, undamaged checkpoint; returns its step.

@@ -3,7 +3,6 @@
 import glob
 import os
 import struct
-from collections.abc import Iterator
 
 import numpy as np
 import tensorflow as tf
@@ -38,17 +37,12 @@ def read_events(path: str) -> tuple[list[event_pb2.Event], bool]:
     return events, True
 
 
-def iterate_events(path: str) -> Iterator[event_pb2.Event]:
-    """The readable events of one file."""
-    yield from read_events(path)[0]
-
-
 def read_scalars(run_dir: str) -> dict[str, list[tuple[int, float]]]:
     """Every scalar under `run_dir` (all splits), as tag -> [(step, value)] in file order."""
     scalars: dict[str, list[tuple[int, float]]] = {}
     paths = sorted(glob.glob(os.path.join(run_dir, "**", "*tfevents*"), recursive=True))
     for path in paths:
-        for event in iterate_events(path):
+        for event in read_events(path)[0]:
             for value in event.summary.value:
                 if value.metadata.plugin_data.plugin_name != "scalars":
                     continue
@@ -61,7 +55,7 @@ def read_tags(run_dir: str) -> set[str]:
     """Every summary tag (scalars, histograms, text) under `run_dir`."""
     tags = set()
     for path in glob.glob(os.path.join(run_dir, "**", "*tfevents*"), recursive=True):
-        for event in iterate_events(path):
+        for event in read_events(path)[0]:
             tags.update(value.tag for value in event.summary.value)
     return tags
 

@@ -280,19 +280,19 @@ class Runner:
                 observation = None
             else:
                 observation = next_observation
-                self._warn_if_no_boundary(episode_length)
+                if episode_length == 10 * self.checkpoint_interval:
+                    self._warn_no_boundary(episode_length)
         if state.last_checkpoint_step != state.env_steps:
             self._save(store, writers)  # possibly mid-episode: see `_start_episode`
 
-    def _warn_if_no_boundary(self, episode_length: int) -> None:
+    def _warn_no_boundary(self, episode_length: int) -> None:
         """Checkpoints wait for an episode end; say so when an episode keeps them waiting."""
-        if episode_length == 10 * self.checkpoint_interval:
-            logging.warning(
-                "An episode has run for %d steps without ending: no checkpoint is taken until "
-                "it does (checkpoints wait for episode ends so that a resume is exact). Give "
-                "the environment a time limit (make_env.max_episode_steps).",
-                episode_length,
-            )
+        logging.warning(
+            "An episode has run for %d steps without ending: no checkpoint is taken until "
+            "it does (checkpoints wait for episode ends so that a resume is exact). Give "
+            "the environment a time limit (make_env.max_episode_steps).",
+            episode_length,
+        )
 
     def _start_episode(self) -> np.ndarray:
         """Resets the environment; the agent drops what is left of an episode that never ended.

@@ -10,10 +10,12 @@ import time
 import numpy as np
 import tensorflow as tf
 
+from framework.checkpointing import complete_steps
+
 REPO_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
-def command(base_dir, gin_file: str, bindings=(), *flags: str) -> list[str]:
+def command(base_dir, gin_file: str, bindings=()) -> list[str]:
     args = [
         sys.executable,
         "-m",
@@ -21,7 +23,7 @@ def command(base_dir, gin_file: str, bindings=(), *flags: str) -> list[str]:
         f"--gin_file={gin_file}",
         f"--base_dir={base_dir}",
     ]
-    return args + [f"--gin_bindings={b}" for b in bindings] + list(flags)
+    return args + [f"--gin_bindings={b}" for b in bindings]
 
 
 def start(base_dir, gin_file: str, bindings=()) -> subprocess.Popen:
@@ -40,15 +42,14 @@ def finish(process: subprocess.Popen, timeout: float = 240) -> str:
     return stderr
 
 
-def kill_after_first_checkpoint(process: subprocess.Popen, base_dir, extra_delay: float = 0.0):
-    """SIGKILLs `process` once a complete checkpoint exists (plus `extra_delay` seconds)."""
+def kill_after_first_checkpoint(process: subprocess.Popen, base_dir) -> int:
+    """SIGKILLs `process` as soon as a complete checkpoint exists."""
     pattern = os.path.join(str(base_dir), "checkpoints", "*.complete")
     deadline = time.monotonic() + 240
     while not glob.glob(pattern):
         assert process.poll() is None, "the run ended before its first checkpoint"
         assert time.monotonic() < deadline, "no checkpoint appeared"
         time.sleep(0.01)
-    time.sleep(extra_delay)
     process.send_signal(signal.SIGKILL)
     process.wait()
     return process.returncode
@@ -56,11 +57,22 @@ def kill_after_first_checkpoint(process: subprocess.Popen, base_dir, extra_delay
 
 def final_weights(base_dir) -> dict[str, np.ndarray]:
     """Every variable of the newest complete checkpoint, by checkpoint key."""
-    markers = glob.glob(os.path.join(str(base_dir), "checkpoints", "*.complete"))
-    newest = max(markers, key=lambda p: int(os.path.basename(p).split("-")[1].split(".")[0]))
-    reader = tf.train.load_checkpoint(newest.removesuffix(".complete"))
+    directory = os.path.join(str(base_dir), "checkpoints")
+    reader = tf.train.load_checkpoint(
+        os.path.join(directory, f"ckpt-{complete_steps(directory)[0]}")
+    )
     return {
         key: reader.get_tensor(key)
         for key in reader.get_variable_to_shape_map()
         if key != "_CHECKPOINTABLE_OBJECT_GRAPH"
     }
+
+
+def steps_of(scalars: dict[str, list[tuple[int, float]]], tag: str) -> list[int]:
+    return [step for step, _ in scalars[tag]]
+
+
+def assert_no_step_twice(scalars: dict[str, list[tuple[int, float]]]) -> None:
+    for tag in scalars:
+        steps = steps_of(scalars, tag)
+        assert len(steps) == len(set(steps)), f"{tag} has a step twice: {steps}"

@@ -37,12 +37,6 @@ CASES = {
 }
 
 
-def assert_one_clean_curve_per_tag(scalars) -> None:
-    for tag, points in scalars.items():
-        steps = [step for step, _ in points]
-        assert len(steps) == len(set(steps)), f"{tag} has a step twice"
-
-
 @pytest.mark.parametrize("agent", sorted(CASES))
 def test_killed_run_resumes_bitwise_identically(tmp_path, agent):
     gin_file, bindings = CASES[agent]
@@ -54,7 +48,7 @@ def test_killed_run_resumes_bitwise_identically(tmp_path, agent):
     assert "Resumed" in stderr
 
     expected, resumed = (read_scalars(tmp_path / name) for name in ("uninterrupted", "killed"))
-    assert_one_clean_curve_per_tag(resumed)
+    cli.assert_no_step_twice(resumed)
     for tag in ("eval/episode_return", "train/episode_return", "train/loss"):
         assert resumed[tag] == expected[tag], tag
     # Every train tag has the same steps: nothing missing, nothing doubled.
@@ -98,7 +92,7 @@ def test_twenty_kills_at_random_moments_leave_one_clean_identical_run(tmp_path):
     cli.finish(cli.start(tmp_path / "uninterrupted", gin_file, bindings))
 
     expected, resumed = (read_scalars(tmp_path / name) for name in ("uninterrupted", "killed"))
-    assert_one_clean_curve_per_tag(resumed)
+    cli.assert_no_step_twice(resumed)
     for tag in expected:  # every tag at the same steps: nothing missing, nothing doubled
         if tag != "train/steps_per_second":
             assert [s for s, _ in resumed[tag]] == [s for s, _ in expected[tag]], tag

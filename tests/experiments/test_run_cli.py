@@ -22,7 +22,9 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
+from framework.checkpointing import complete_steps
 from framework.event_reader import final_value, read_scalars, read_tags
+from tests.experiments.cli import assert_no_step_twice, steps_of
 
 REPO_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 BANDIT = "--gin_file=gin_configs/reinforce/bandit.gin"
@@ -208,11 +210,8 @@ def completed(cli: Invocations, name: str) -> Result:
     return result
 
 
-def complete_steps(base_dir: pathlib.Path) -> list[int]:
-    """Steps of the checkpoints that have a completion marker, newest first."""
-    markers = glob.glob(str(base_dir / "checkpoints" / "ckpt-*.complete"))
-    steps = (int(re.search(r"ckpt-(\d+)\.complete$", marker).group(1)) for marker in markers)
-    return sorted(steps, reverse=True)
+def checkpoint_steps(base_dir: pathlib.Path) -> list[int]:
+    return complete_steps(str(base_dir / "checkpoints"))
 
 
 def assert_checkpoint_finite(base_dir: pathlib.Path, step: int) -> None:
@@ -221,16 +220,6 @@ def assert_checkpoint_finite(base_dir: pathlib.Path, step: int) -> None:
         value = np.asarray(reader.get_tensor(name))
         if np.issubdtype(value.dtype, np.floating):
             assert np.all(np.isfinite(value)), f"ckpt-{step}: {name} is not finite"
-
-
-def steps_of(scalars: dict[str, list[tuple[int, float]]], tag: str) -> list[int]:
-    return [step for step, _ in scalars[tag]]
-
-
-def assert_no_step_twice(scalars: dict[str, list[tuple[int, float]]]) -> None:
-    for tag in scalars:
-        steps = steps_of(scalars, tag)
-        assert len(steps) == len(set(steps)), f"{tag} has a step twice: {steps}"
 
 
 # ----- a finished run ------------------------------------------------------------------------
@@ -279,7 +268,7 @@ def test_run_writes_config_and_metadata(cli):
 
 def test_run_leaves_a_complete_checkpoint(cli):
     base_dir = completed(cli, "bandit").base_dir
-    assert complete_steps(base_dir)[0] == 200
+    assert checkpoint_steps(base_dir)[0] == 200
     marker = json.loads((base_dir / "checkpoints" / "ckpt-200.complete").read_text())
     assert marker["step"] == 200
     assert marker["files"], marker
@@ -303,7 +292,7 @@ def test_resume_continues_from_the_last_checkpoint(cli):
     assert "step 50/400" not in result.stderr, result.explain()  # the first 200 are not redone
     assert "step 250/400" in result.stderr, result.explain()
     assert "step 400/400" in result.stderr, result.explain()
-    assert complete_steps(result.base_dir)[0] == 400
+    assert checkpoint_steps(result.base_dir)[0] == 400
 
 
 def test_resume_keeps_curves_continuous(cli):
@@ -371,7 +360,7 @@ def test_nonfinite_loss_stops_at_the_step_and_names_the_last_good_checkpoint(cli
     failure = re.search(r"Non-finite (loss|gradient) at environment step (\d+)", message)
     assert failure, message
     failing_step = int(failure.group(2))
-    steps = complete_steps(result.base_dir)
+    steps = checkpoint_steps(result.base_dir)
     assert steps, f"the run diverged at step {failing_step}, before any checkpoint"
     assert steps[0] < failing_step
     checkpoints = result.base_dir / "checkpoints"
@@ -384,5 +373,5 @@ def test_skipping_nonfinite_updates_finishes_and_counts_them(cli):
     result = completed(cli, "skipping")
     scalars = read_scalars(str(result.base_dir))
     assert final_value(scalars, "train/skipped_nonfinite_steps") > 0, scalars
-    assert complete_steps(result.base_dir)[0] == 60
+    assert checkpoint_steps(result.base_dir)[0] == 60
     assert_checkpoint_finite(result.base_dir, 60)  # skipped updates were never applied

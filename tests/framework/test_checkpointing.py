@@ -3,12 +3,9 @@
 import glob
 import os
 
-import gin
 import pytest
 
-from framework import config
-from framework.checkpointing import CheckpointError
-from framework.runner import Runner
+from framework.checkpointing import CheckpointError, complete_steps
 from tests.runs import train
 
 BANDIT = ["gin_configs/reinforce/bandit.gin"]
@@ -26,14 +23,6 @@ DQN_SHORT = [
     "DQNAgent.train_freq = 50",
     "DQNAgent.gradient_steps = 2",
 ]
-
-
-def _resume(base_dir, gin_files, bindings) -> Runner:
-    gin.clear_config()
-    config.parse(gin_files, bindings)
-    runner = Runner(str(base_dir))
-    runner.run()
-    return runner
 
 
 def _listing(directory) -> dict[str, int]:
@@ -62,7 +51,7 @@ def test_damaged_newest_checkpoint_falls_back_to_previous(tmp_path, pattern, how
     damaged = glob.glob(str(checkpoints / pattern.format(step=300)))[0]
     _damage(damaged, how)
     before = _listing(checkpoints)
-    runner = _resume(tmp_path, BANDIT, [*SHORT, "Runner.num_steps = 400"])
+    runner = train(tmp_path, BANDIT, [*SHORT, "Runner.num_steps = 400"])
     assert runner.state.env_steps == 400
     assert runner.restored_step == 200
     assert any("ckpt-300" in r.getMessage() and "damaged" in r.getMessage() for r in caplog.records)
@@ -73,14 +62,11 @@ def test_damaged_newest_checkpoint_falls_back_to_previous(tmp_path, pattern, how
 
 def test_damaged_replay_file_falls_back(tmp_path):
     train(tmp_path, DQN, [*DQN_SHORT, "Runner.num_steps = 400"])
-    steps = sorted(
-        int(p.split("-")[-1].split(".")[0])
-        for p in glob.glob(str(tmp_path / "checkpoints/*.complete"))
-    )
-    newest = tmp_path / "checkpoints" / f"ckpt-{steps[-1]}.extras" / "replay.npz"
+    steps = complete_steps(str(tmp_path / "checkpoints"))
+    newest = tmp_path / "checkpoints" / f"ckpt-{steps[0]}.extras" / "replay.npz"
     _damage(str(newest), "truncate")
     size = os.path.getsize(newest)
-    runner = _resume(tmp_path, DQN, [*DQN_SHORT, "Runner.num_steps = 500"])
+    runner = train(tmp_path, DQN, [*DQN_SHORT, "Runner.num_steps = 500"])
     assert runner.state.env_steps == 500
     (kept,) = (tmp_path / "checkpoints" / "damaged").glob(f"*/{newest.parent.name}/replay.npz")
     assert os.path.getsize(kept) == size
@@ -93,7 +79,7 @@ def test_no_usable_checkpoint_is_an_error_that_deletes_nothing(tmp_path):
         _damage(data, "garbage")
     before = _listing(tmp_path)
     with pytest.raises(CheckpointError) as error:
-        _resume(tmp_path, BANDIT, [*SHORT, "Runner.num_steps = 300"])
+        train(tmp_path, BANDIT, [*SHORT, "Runner.num_steps = 300"])
     message = str(error.value)
     assert "ckpt-200" in message and "ckpt-100" in message and "Nothing was deleted" in message
     assert _listing(tmp_path) == before
