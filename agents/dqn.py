@@ -16,14 +16,14 @@ import numpy as np
 import tensorflow as tf
 
 from agents.base import Agent, Transition
-from framework import networks
-from framework.exploration import LinearSchedule
-from framework.gradient_processors import GradientProcessor
+from framework.parts import networks
+from framework.parts.exploration import LinearSchedule
+from framework.parts.gradient_processors import GradientProcessor
 from framework.learner import Learner
-from framework.losses import TDHuberLoss
-from framework.replay import UniformReplay
-from framework.target_updaters import HardUpdate, TargetUpdater
-from framework.targets import QLearningTarget
+from framework.parts.losses import TDHuberLoss
+from framework.parts.replay import UniformReplay
+from framework.parts.target_updaters import HardUpdate, TargetUpdater
+from framework.parts.targets import QLearningTarget
 from framework.validation import (
     require_discrete,
     require_non_negative,

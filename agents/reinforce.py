@@ -16,10 +16,10 @@ import numpy as np
 import tensorflow as tf
 
 from agents.base import Agent, Transition
-from framework import networks
-from framework.gradient_processors import GradientProcessor
+from framework.parts import networks
+from framework.parts.gradient_processors import GradientProcessor
 from framework.learner import Learner
-from framework.losses import PolicyGradientLoss
+from framework.parts.losses import PolicyGradientLoss
 from framework.validation import require_discrete, require_positive, require_unit_interval
 
 _PENDING_FILE = "pending_episodes.npz"

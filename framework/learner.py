@@ -12,9 +12,9 @@ import gin
 import keras
 import tensorflow as tf
 
-from framework import optimizers  # noqa: F401  (registers the Keras optimizers with gin)
-from framework.gradient_processors import GradientProcessor, Identity
-from framework.target_updaters import NoUpdate, TargetUpdater
+from framework.parts import optimizers  # noqa: F401  (registers the Keras optimizers with gin)
+from framework.parts.gradient_processors import GradientProcessor, Identity
+from framework.parts.target_updaters import NoUpdate, TargetUpdater
 
 Batch = dict[str, tf.Tensor]
 Metrics = dict[str, tf.Tensor]

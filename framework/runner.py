@@ -24,7 +24,7 @@ from absl import logging
 
 from agents.base import Agent, Transition
 from framework.checkpointing import CheckpointStore
-from framework.environments import make_env
+from framework.parts.environments import make_env
 from framework.learner import COUNTED_METRICS
 from framework.seeding import (
     derived_seeds,

@@ -7,9 +7,9 @@ import tensorflow as tf
 
 from agents.base import Transition
 from agents.dqn import DQNAgent
-from framework.environments import make_env
+from framework.parts.environments import make_env
 from framework.event_reader import read_scalars
-from framework.target_updaters import SoftUpdate
+from framework.parts.target_updaters import SoftUpdate
 from tests.runs import train
 
 

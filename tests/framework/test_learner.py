@@ -10,9 +10,9 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from framework.gradient_processors import Accumulate
+from framework.parts.gradient_processors import Accumulate
 from framework.learner import Learner
-from framework.target_updaters import HardUpdate, SoftUpdate
+from framework.parts.target_updaters import HardUpdate, SoftUpdate
 
 X, Y = [1.0, 2.0], [1.0, 1.0]
 

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from framework.gradient_processors import (
+from framework.parts.gradient_processors import (
     Accumulate,
     Chain,
     ClipByGlobalNorm,

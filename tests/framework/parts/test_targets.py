@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from framework.targets import DoubleQLearningTarget, QLearningTarget
+from framework.parts.targets import DoubleQLearningTarget, QLearningTarget
 
 GAMMA = 0.9
 

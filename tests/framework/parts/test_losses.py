@@ -6,8 +6,8 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from framework.losses import PolicyGradientLoss, TDHuberLoss, TDMSELoss
-from framework.targets import DoubleQLearningTarget, QLearningTarget
+from framework.parts.losses import PolicyGradientLoss, TDHuberLoss, TDMSELoss
+from framework.parts.targets import DoubleQLearningTarget, QLearningTarget
 
 LN3 = math.log(3.0)
 

@@ -2,7 +2,7 @@
 
 import pytest
 
-from framework.exploration import LinearSchedule
+from framework.parts.exploration import LinearSchedule
 
 
 @pytest.mark.parametrize(

@@ -4,7 +4,7 @@ import keras
 import numpy as np
 import pytest
 
-from framework.networks import NumpyForward, mlp, nature_cnn
+from framework.parts.networks import NumpyForward, mlp, nature_cnn
 
 
 def _observations(batch: int, features: int, seed: int = 0) -> np.ndarray:

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 from gymnasium.utils.env_checker import check_env
 
-from framework.environments import (
+from framework.parts.environments import (
     BANDIT_ID,
     MultiArmedBanditEnv,
     UnknownEnvironmentError,

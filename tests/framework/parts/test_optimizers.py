@@ -5,7 +5,7 @@ import keras
 import numpy as np
 import pytest
 
-import framework.optimizers  # noqa: F401  (registers the Keras configurables)
+import framework.parts.optimizers  # noqa: F401  (registers the Keras configurables)
 
 
 @gin.configurable(module="test_optimizers")

@@ -9,7 +9,7 @@ import re
 import numpy as np
 import pytest
 
-from framework.replay import ReplayCheckpointError, UniformReplay
+from framework.parts.replay import ReplayCheckpointError, UniformReplay
 
 SHAPE = (2,)
 

@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from framework.target_updaters import HardUpdate, NoUpdate, SoftUpdate, TargetUpdater
+from framework.parts.target_updaters import HardUpdate, NoUpdate, SoftUpdate, TargetUpdater
 
 
 def _step(n: int) -> tf.Tensor:

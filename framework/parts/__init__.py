@@ -1,0 +1,1 @@
+"""The swappable parts: each is one gin binding away from being replaced by another."""
