@@ -1,10 +1,12 @@
 """DQN (Mnih et al., 2015) from pluggable parts: network, TD target, loss, target updater,
 gradient processor, optimizer, replay and exploration schedule are each one gin binding.
 
-Acting: epsilon-greedy on the online network. Small MLPs act from a numpy copy of the weights
-(refreshed after every learner call); other networks through one compiled forward pass.
-Learning: every `train_freq` steps after `learning_starts`, `gradient_steps` batches are sampled
-at once and the learner runs them all in one compiled call.
+Acting: epsilon-greedy on the online network, batched over the sub-environments. Small MLPs act
+from a numpy copy of the weights (refreshed after every learner call); other networks through
+one compiled forward pass.
+Learning: `gradient_steps` for every multiple of `train_freq` transitions crossed after
+`learning_starts` (a vector step of N transitions may cross several), all batches sampled at
+once and run by the learner in one compiled call.
 """
 
 from collections.abc import Callable
@@ -15,11 +17,11 @@ import keras
 import numpy as np
 import tensorflow as tf
 
-from agents.base import Agent, Transition
+from framework.agent import Agent, Metrics, State, VectorStep
+from framework.learner import Health, Learner, UpdateGroup
 from framework.parts import networks
 from framework.parts.exploration import LinearSchedule
 from framework.parts.gradient_processors import GradientProcessor
-from framework.learner import Learner
 from framework.parts.losses import TDHuberLoss
 from framework.parts.replay import UniformReplay
 from framework.parts.target_updaters import HardUpdate, TargetUpdater
@@ -84,45 +86,58 @@ class DQNAgent(Agent):
             n_step=n_step,
             gamma=gamma,
         )
+        observation_dtype = tf.as_dtype(observation_space.dtype)
         self.learner = Learner(
-            self._loss,
-            self.online.trainable_variables,
-            optimizer or keras.optimizers.Adam(1e-4),
-            gradient_processor,
-            target_updater or HardUpdate(),
-            online_variables=self.online.weights,
-            target_variables=self.target.weights,
+            UpdateGroup(
+                self._loss,
+                self.online.trainable_variables,
+                optimizer or keras.optimizers.Adam(1e-4),
+                gradient_processor,
+                target_updater or HardUpdate(),
+                online_variables=self.online.weights,
+                target_variables=self.target.weights,
+            ),
+            batch_spec={  # [gradient steps, batch, ...]: any number of steps, one trace
+                "observation": tf.TensorSpec([None, batch_size, *shape], observation_dtype),
+                "action": tf.TensorSpec([None, batch_size], tf.int64),
+                "reward": tf.TensorSpec([None, batch_size], tf.float32),
+                "discount": tf.TensorSpec([None, batch_size], tf.float32),
+                "next_observation": tf.TensorSpec([None, batch_size, *shape], observation_dtype),
+            },
         )
         self._q_values = networks.acting_forward(self.online)
         self.steps = 0  # transitions observed; drives epsilon and the training schedule
+        self._due_calls = 0  # training calls due since the last update
 
-    def act(self, observation: np.ndarray, explore: bool) -> int:
+    def act(self, observations: np.ndarray, explore: bool) -> np.ndarray:
+        greedy = np.argmax(self._q_values(observations), axis=-1)  # [N]
         epsilon, rng = (
             (self.epsilon(self.steps), self.rng) if explore else (self.eval_epsilon, self.eval_rng)
         )
-        if epsilon > 0 and rng.random() < epsilon:
-            return int(rng.integers(self.num_actions))
-        return int(np.argmax(self._q_values(observation[None])[0]))
+        if epsilon <= 0:
+            return greedy
+        explores = rng.random(len(greedy)) < epsilon  # [N]
+        return np.where(explores, rng.integers(self.num_actions, size=len(greedy)), greedy)
 
-    def observe(self, transition: Transition) -> None:
-        self.replay.add(*transition)
-        self.steps += 1
+    def observe(self, step: VectorStep) -> None:
+        self.replay.add(step)
+        before, self.steps = self.steps, self.steps + step.num_envs
+        # Multiples of train_freq in (before, steps], counting only those >= learning_starts.
+        counted_from = max(before, self.learning_starts - 1)
+        self._due_calls += max(0, self.steps // self.train_freq - counted_from // self.train_freq)
 
-    def start_episode(self) -> None:
-        self.replay.end_episode()
+    def interrupt_episodes(self) -> None:
+        self.replay.end_episodes()
 
-    def update(self) -> dict[str, tf.Tensor]:
-        due = self.steps >= self.learning_starts and self.steps % self.train_freq == 0
-        if not due or len(self.replay) == 0:  # n-step windows fill only after n steps
-            return {}
-        batches = self.replay.sample_stack(self.gradient_steps, self.batch_size, self.rng)
-        metrics = self.learner.run(batches)
+    def update(self) -> tuple[Metrics, Health]:
+        calls, self._due_calls = self._due_calls, 0
+        if not calls or len(self.replay) == 0:  # n-step windows fill only after n steps
+            return {}, Health()
+        batches = self.replay.sample_stack(calls * self.gradient_steps, self.batch_size, self.rng)
+        metrics, health = self.learner.run(batches)
         self._q_values.refresh()
-        return {
-            **metrics,
-            "epsilon": self.epsilon(self.steps),
-            "replay_size": float(len(self.replay)),
-        }
+        metrics = {**metrics, "epsilon": self.epsilon(self.steps), "replay_size": len(self.replay)}
+        return metrics, Health.from_tensor(health)
 
     def _loss(self, batch):
         q_values = self.online(batch["observation"])  # [B, A]
@@ -136,27 +151,22 @@ class DQNAgent(Agent):
         )  # [B]
         return self.loss(q_selected, targets)
 
-    def checkpoint_items(self):
-        return {"online": self.online, "target": self.target, "learner": self.learner}
+    def state(self) -> State:
+        return {
+            **super().state(),
+            "steps": self.steps,
+            "online": self.online,
+            "target": self.target,
+            "learner": self.learner,
+            "replay": self.replay.state(),
+        }
 
-    def restored(self) -> None:
+    def load_state(self, state: State) -> None:
+        super().load_state(state)
+        self.steps = state["steps"]
+        self.replay.load_state(state["replay"])
         self.learner.restored()
         self._q_values.refresh()
-
-    def extra_state(self):
-        return {**super().extra_state(), "steps": self.steps}
-
-    def load_extra_state(self, state) -> None:
-        super().load_extra_state(state)
-        self.steps = state["steps"]
-
-    def save_extras(self, directory: str) -> None:
-        super().save_extras(directory)
-        self.replay.save(f"{directory}/replay.npz")
-
-    def restore_extras(self, directory: str) -> None:
-        super().restore_extras(directory)
-        self.replay.load(f"{directory}/replay.npz")
 
     def diagnostics(self, observation: np.ndarray) -> dict[str, float]:
         q_values = self._q_values(observation[None])[0]

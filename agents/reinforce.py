@@ -1,11 +1,11 @@
 """REINFORCE (Williams, 1992) for discrete actions, with an optional learned baseline.
 
-After each `episodes_per_update` episodes: returns-to-go `G_t = sum_k gamma^k r_{t+k}`,
+Each sub-environment collects its own episode; after `episodes_per_update` finished episodes
+(over all sub-environments, in the order they ended): returns-to-go `G_t = sum_k gamma^k r_{t+k}`,
 optionally standardised, minus an optional state-value baseline V(s_t), weight the policy's
 cross-entropy pseudo-loss; V is fitted to G_t by least squares in the same gradient step.
 """
 
-import os
 from collections.abc import Callable
 from typing import NamedTuple
 
@@ -15,14 +15,12 @@ import keras
 import numpy as np
 import tensorflow as tf
 
-from agents.base import Agent, Transition
+from framework.agent import Agent, Metrics, State, VectorStep
+from framework.learner import Health, Learner, UpdateGroup
 from framework.parts import networks
 from framework.parts.gradient_processors import GradientProcessor
-from framework.learner import Learner
 from framework.parts.losses import PolicyGradientLoss
 from framework.validation import require_discrete, require_positive, require_unit_interval
-
-_PENDING_FILE = "pending_episodes.npz"
 
 
 class Episode(NamedTuple):
@@ -77,49 +75,48 @@ class ReinforceAgent(Agent):
         if self.baseline is not None:
             variables += self.baseline.trainable_variables
         self.learner = Learner(
-            self._loss,
-            variables,
-            optimizer or keras.optimizers.Adam(1e-3),
-            gradient_processor,
+            UpdateGroup(
+                self._loss, variables, optimizer or keras.optimizers.Adam(1e-3), gradient_processor
+            ),
             batch_spec={  # one stack of one batch of any number of steps
                 "observation": tf.TensorSpec([1, None, *shape], tf.float32),
                 "action": tf.TensorSpec([1, None], tf.int32),
                 "return": tf.TensorSpec([1, None], tf.float32),
             },
         )
-        self._episode: list[Transition] = []  # the episode in progress
+        self._episodes: list[list[tuple]] = []  # per sub-env: the episode in progress
         self._finished: list[Episode] = []  # complete episodes waiting for the next update
 
-    def act(self, observation: np.ndarray, explore: bool) -> int:
-        logits = self._policy_numpy(observation[None])[0]  # [A]
+    def act(self, observations: np.ndarray, explore: bool) -> np.ndarray:
+        logits = self._policy_numpy(observations)  # [N, A]
         if not explore:
-            return int(np.argmax(logits))
+            return np.argmax(logits, axis=-1)
         probs = _softmax(logits)
-        return int(self.rng.choice(self.num_actions, p=probs))
+        # Inverse-CDF sampling: one uniform draw per sub-env.
+        draws = self.rng.random((len(probs), 1))
+        return np.minimum((probs.cumsum(axis=-1) < draws).sum(axis=-1), self.num_actions - 1)
 
-    def observe(self, transition: Transition) -> None:
-        self._episode.append(transition)
-        if transition.terminated or transition.truncated:
-            self._finished.append(
-                Episode(
-                    observation=np.array([t.observation for t in self._episode], np.float32),
-                    action=np.array([t.action for t in self._episode], np.int32),
-                    reward=np.array([t.reward for t in self._episode], np.float32),
-                )
-            )
-            self._episode = []
+    def observe(self, step: VectorStep) -> None:
+        if not self._episodes:
+            self._episodes = [[] for _ in range(step.num_envs)]
+        for index, episode in enumerate(self._episodes):
+            episode.append((step.observation[index], step.action[index], step.reward[index]))
+            if step.terminated[index] or step.truncated[index]:
+                self._finished.append(_as_episode(episode))
+                self._episodes[index] = []
 
-    def start_episode(self) -> None:
-        self._episode = []  # an episode cut off by the end of a run has no returns to learn from
+    def interrupt_episodes(self) -> None:
+        """An episode cut off without a done has no returns to learn from: drop it."""
+        self._episodes = [[] for _ in self._episodes]
 
-    def update(self) -> dict[str, tf.Tensor]:
+    def update(self) -> tuple[Metrics, Health]:
         if len(self._finished) < self.episodes_per_update:
-            return {}
+            return {}, Health()
         batch = self._batch(self._finished)
         self._finished = []
-        metrics = self.learner.run(batch)
+        metrics, health = self.learner.run(batch)
         self._policy_numpy.refresh()
-        return metrics
+        return metrics, Health.from_tensor(health)
 
     def _batch(self, episodes: list["Episode"]) -> dict[str, np.ndarray]:
         """Concatenated steps of the finished episodes, as a stack of one batch."""
@@ -143,39 +140,33 @@ class ReinforceAgent(Agent):
         extras = {**extras, "value_loss": value_loss, "mean_value": tf.reduce_mean(values)}
         return policy_loss + self.baseline_loss_coef * value_loss, extras
 
-    def save_extras(self, directory: str) -> None:
-        """Finished episodes still waiting for the next update are part of the state."""
-        super().save_extras(directory)
-        columns = {
-            name: np.concatenate([getattr(ep, name) for ep in self._finished])
-            if self._finished
-            else np.zeros((0,), np.float32)
-            for name in Episode._fields
+    def state(self) -> State:
+        """Finished episodes waiting for the next update and the episodes in progress are part
+        of the state: a checkpoint falls anywhere inside an episode."""
+        in_progress = [_as_episode(episode) for episode in self._episodes]
+        items = {
+            **super().state(),
+            "policy": self.policy,
+            "learner": self.learner,
+            "finished": _episodes_state(self._finished, self.observation_space.shape),
+            "in_progress": _episodes_state(in_progress, self.observation_space.shape),
         }
-        lengths = np.array([len(ep.reward) for ep in self._finished], dtype=np.int64)
-        np.savez(os.path.join(directory, _PENDING_FILE), lengths=lengths, **columns)
-
-    def restore_extras(self, directory: str) -> None:
-        super().restore_extras(directory)
-        with np.load(os.path.join(directory, _PENDING_FILE)) as pending:
-            lengths = pending["lengths"]
-            columns = [np.split(pending[name], np.cumsum(lengths)[:-1]) for name in Episode._fields]
-        # Splitting empty columns still yields one (empty) part: keep one part per length.
-        self._finished = [Episode(*parts) for parts in zip(*columns, strict=True)][: len(lengths)]
-        self._episode = []
-
-    def checkpoint_items(self):
-        items = {"policy": self.policy, "learner": self.learner}
         if self.baseline is not None:
             items["baseline"] = self.baseline
         return items
 
-    def restored(self) -> None:
+    def load_state(self, state: State) -> None:
+        super().load_state(state)
+        self._finished = _episodes_from_state(state["finished"])
+        self._episodes = [
+            list(zip(*episode, strict=True))
+            for episode in _episodes_from_state(state["in_progress"])
+        ]
         self.learner.restored()
         self._policy_numpy.refresh()
 
     def diagnostics(self, observation: np.ndarray) -> dict[str, float]:
-        probs = _softmax(self._policy_numpy(observation[None])[0])
+        probs = _softmax(self._policy_numpy(observation[None]))[0]
         entropy = float(-np.sum(probs * np.log(probs + 1e-12)))
         metrics = {"policy/entropy": entropy}
         if self.num_actions <= 16:
@@ -187,5 +178,33 @@ class ReinforceAgent(Agent):
 
 
 def _softmax(logits: np.ndarray) -> np.ndarray:
-    z = np.exp(logits - logits.max())
-    return z / z.sum()
+    z = np.exp(logits - logits.max(axis=-1, keepdims=True))
+    return z / z.sum(axis=-1, keepdims=True)
+
+
+def _as_episode(steps: list[tuple]) -> Episode:
+    observations, actions, rewards = zip(*steps, strict=True) if steps else ((), (), ())
+    return Episode(
+        observation=np.array(observations, np.float32),
+        action=np.array(actions, np.int32),
+        reward=np.array(rewards, np.float32),
+    )
+
+
+def _episodes_state(episodes: list[Episode], observation_shape: tuple[int, ...]) -> State:
+    """Episodes as concatenated columns plus their lengths (arrays the checkpoint stores)."""
+    return {
+        "lengths": np.array([len(ep.reward) for ep in episodes], np.int64),
+        "observation": np.concatenate(
+            [ep.observation.reshape(-1, *observation_shape) for ep in episodes]
+            or [np.zeros((0, *observation_shape), np.float32)]
+        ),
+        "action": np.concatenate([ep.action for ep in episodes] or [np.zeros(0, np.int32)]),
+        "reward": np.concatenate([ep.reward for ep in episodes] or [np.zeros(0, np.float32)]),
+    }
+
+
+def _episodes_from_state(state: State) -> list[Episode]:
+    bounds = np.cumsum(state["lengths"])[:-1]
+    columns = [np.split(state[name], bounds) for name in Episode._fields]
+    return [Episode(*parts) for parts in zip(*columns, strict=True)][: len(state["lengths"])]

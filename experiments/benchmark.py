@@ -3,7 +3,8 @@
 Per seed: environment steps per second over the whole training (acting, learning, evaluation
 and checkpoints included), the final and best eval return, the first step whose eval return
 reaches --threshold, and what the final checkpoint cost (milliseconds, megabytes with the full
-replay) and how long restoring it takes.
+replay) and how long restoring it takes. Per config: where the time went (environment, acting,
+observing and replay, learner, evaluation, logging and checkpoints).
 
   python -m experiments.benchmark --configs=gin_configs/dqn/cartpole.gin --seeds=5
 
@@ -32,32 +33,38 @@ flags.DEFINE_integer("parallel", 1, "Runs at once (skews steps/s when > 1).")
 
 
 def train_once(gin_file: str, bindings: list[str], seed: int) -> dict:
-    """Trains one seed in this process; returns timings and the eval curve."""
-    import gin
+    """Trains one seed in this process; returns timings, the time split and the eval curve."""
+    import agents  # noqa: F401  (TensorFlow's import is not part of the figure)
+    import experiments
 
-    import agents  # noqa: F401  (registers configurables)
-    from framework import config
-    from framework.runner import Runner
-
-    gin.clear_config()
-    config.parse([gin_file], [*bindings, f"Runner.seed = {seed}"])
     with tempfile.TemporaryDirectory() as base_dir:
-        runner = Runner(base_dir)
         start = time.perf_counter()
-        curve = runner.run()
+        result = experiments.train([gin_file], bindings, base_dir, seed)
         seconds = time.perf_counter() - start
+        runner = result.runner
         save_seconds, save_bytes = runner.checkpoint_cost
-        resumed = Runner(base_dir)  # finds the final checkpoint: restores, nothing left to train
-        resumed.run()
+        # Finds the final checkpoint: restores it, nothing is left to train.
+        resumed = experiments.train([gin_file], bindings, base_dir, seed).runner
     return {
         "seed": seed,
         "seconds": seconds,
-        "steps": runner.num_steps,
-        "curve": curve,
+        "steps": result.env_steps,
+        "curve": result.eval_returns,
+        "split": runner.time_split(),
         "save_ms": 1000 * save_seconds,
         "save_mb": save_bytes / 1e6,
         "resume_s": resumed.resume_seconds,
     }
+
+
+def time_split(results: list[dict]) -> str:
+    """Where the training time went, summed over seeds: seconds and share of the whole."""
+    total = sum(r["seconds"] for r in results)
+    parts = {name: sum(r["split"][name] for r in results) for name in results[0]["split"]}
+    parts["other (loop, counters)"] = total - sum(parts.values())
+    return "time split: " + ", ".join(
+        f"{name} {seconds:.1f} s ({100 * seconds / total:.0f}%)" for name, seconds in parts.items()
+    )
 
 
 def steps_to_threshold(curve: list[tuple[int, float]], threshold: float) -> int | None:
@@ -84,6 +91,7 @@ def summarize(gin_file: str, results: list[dict], threshold: float) -> str:
         f"mean  {np.mean(speeds):>7.0f}  {np.mean(finals):>10.1f} +- {np.std(finals):.1f}  "
         f"reached {threshold:g} in {solved}/{len(results)} seeds"
     )
+    lines.append(time_split(results))
     return "\n".join(lines)
 
 

@@ -1,14 +1,21 @@
 """Checkpoints written as one complete unit, and resumed from the newest complete one.
 
-A checkpoint at step N is three things in `checkpoints/`:
-  ckpt-N.index, ckpt-N.data-*   the TF checkpoint (tf.train.CheckpointManager)
-  ckpt-N.extras/                numpy-side state: replay, random generators, counters
-  ckpt-N.complete               written last: JSON with the step and a sha256 of every file
+What a checkpoint holds is one nested dict of string keys (the `state`); its leaves are TF
+trackables, numpy arrays or JSON values, and each kind goes to one file. A checkpoint at step N
+is, in `checkpoints/`:
+  ckpt-N.index, ckpt-N.data-*   the trackables, in one TF checkpoint, named by key path
+  ckpt-N.arrays.npz             the numpy arrays, named by key path ("replay/observations")
+  ckpt-N.values.json            the JSON values by key path, and the key paths of every kind
+  ckpt-N.complete               written last: the format version, the step, a sha256 per file
+(the TF and numpy files only when the state has such leaves; tuples come back as lists).
 
 Only a checkpoint with a marker whose hashes still match is restored; a crash or kill at any
 moment leaves at worst an unmarked (ignored) newer checkpoint beside the last good one.
 Damaged checkpoints are reported, skipped and moved to `checkpoints/damaged/`, never deleted.
+A checkpoint of another format (an older layout of this code) is refused, never half-read.
 """
+
+from __future__ import annotations
 
 import glob
 import hashlib
@@ -17,13 +24,20 @@ import os
 import re
 import shutil
 import time
-from collections.abc import Callable
+import zipfile
 from typing import Any
 
+import numpy as np
 import tensorflow as tf
 from absl import logging
 
+from framework import run_directory
+
+FORMAT_VERSION = 2
 _MARKER_SUFFIX = ".complete"
+_ARRAYS_SUFFIX = ".arrays.npz"
+_VALUES_SUFFIX = ".values.json"
+_KINDS = ("trackables", "arrays", "values")
 
 
 def complete_steps(directory: str) -> list[int]:
@@ -41,6 +55,10 @@ class CheckpointError(RuntimeError):
     """No usable checkpoint although some exist; the message lists each one and its problem."""
 
 
+class _Unusable(Exception):
+    """One checkpoint cannot be restored (damaged, or not this state's structure)."""
+
+
 def _sha256(path: str) -> str:
     digest = hashlib.sha256()
     with open(path, "rb") as f:
@@ -49,98 +67,250 @@ def _sha256(path: str) -> str:
     return digest.hexdigest()
 
 
-def _fsync_dir(path: str) -> None:
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
+def _is_json_value(value: Any) -> bool:
+    if value is None or isinstance(value, str | int | float | bool):
+        return True
+    if isinstance(value, list | tuple):
+        return all(_is_json_value(item) for item in value)
+    if isinstance(value, dict):
+        return all(isinstance(k, str) and _is_json_value(v) for k, v in value.items())
+    return False
+
+
+def _kind(path: str, leaf: Any) -> str:
+    if isinstance(leaf, tf.__internal__.tracking.Trackable):
+        return "trackables"
+    if isinstance(leaf, np.ndarray):
+        if leaf.dtype.hasobject:
+            raise TypeError(f"State leaf {path!r} is an object array, which cannot be saved.")
+        return "arrays"
+    if _is_json_value(leaf):
+        return "values"
+    raise TypeError(
+        f"State leaf {path!r} is a {type(leaf).__name__}: a checkpoint holds TF trackables, "
+        "numpy arrays and JSON values (tuples come back as lists)."
+    )
+
+
+def _children(value: Any) -> list[tuple[str, Any]] | None:
+    """The items of a structure node, or None for a leaf. Dicts are always structure; a list
+    or tuple is structure when it holds arrays or trackables (a list of environment layers),
+    else one JSON value."""
+    if isinstance(value, dict):
+        return list(value.items())
+    if isinstance(value, list | tuple) and not _is_json_value(value):
+        return [(str(index), item) for index, item in enumerate(value)]
+    return None
+
+
+def _flatten(state: dict, prefix: str = "") -> dict[str, Any]:
+    """Leaves by key path ("agent/online"); nested dicts are structure, never leaves."""
+    leaves = {}
+    for key, value in _children(state):
+        if not isinstance(key, str) or not key or "/" in key:
+            raise ValueError(
+                f"State key {key!r} under {prefix or 'the top'!r} must be a "
+                "non-empty string without '/'."
+            )
+        path = f"{prefix}/{key}" if prefix else key
+        if _children(value) is not None:
+            leaves.update(_flatten(value, path))
+        else:
+            leaves[path] = value
+    return leaves
+
+
+def _split(state: dict) -> dict[str, dict[str, Any]]:
+    """The state's leaves by kind, then by key path."""
+    split: dict[str, dict[str, Any]] = {kind: {} for kind in _KINDS}
+    for path, leaf in _flatten(state).items():
+        split[_kind(path, leaf)][path] = leaf
+    return split
+
+
+def _rebuild(state: Any, saved: dict[str, Any], prefix: str = "") -> Any:
+    """`state`'s structure with the leaves found in `saved` (by key path) replaced."""
+    loaded = {}
+    for key, value in _children(state):
+        path = f"{prefix}/{key}" if prefix else key
+        is_node = _children(value) is not None
+        loaded[key] = _rebuild(value, saved, path) if is_node else saved.get(path, value)
+    return loaded if isinstance(state, dict) else list(loaded.values())
+
+
+def _tf_checkpoint(trackables: dict[str, Any]) -> tf.train.Checkpoint:
+    """One TF checkpoint of the trackables by key path; under one dict, so that no key can
+    clash with a tf.train.Checkpoint attribute ("write", "save_counter")."""
+    return tf.train.Checkpoint(state=trackables)
+
+
+def _write_arrays(path: str, arrays: dict[str, np.ndarray]) -> None:
+    """np.savez's format (np.load reads it), with any key path as a name, never pickled."""
+    with run_directory.atomic_path(path) as temp, zipfile.ZipFile(temp, "w") as archive:
+        for name, array in arrays.items():
+            with archive.open(name + ".npy", "w", force_zip64=True) as member:
+                np.lib.format.write_array(member, array, allow_pickle=False)
+
+
+def _read_arrays(path: str) -> dict[str, np.ndarray]:
+    with np.load(path, allow_pickle=False) as archive:
+        return {name: archive[name] for name in archive.files}
+
+
+def _structure_problem(expected: dict[str, list[str]], saved: dict[str, list[str]]) -> str | None:
+    """What differs between this state's key paths and the saved ones, by path; None if none."""
+    expected_kinds = {path: kind for kind in _KINDS for path in expected[kind]}
+    saved_kinds = {path: kind for kind in _KINDS for path in saved.get(kind, [])}
+    differences = [
+        f"{path} ({_describe(saved_kinds.get(path))} saved, "
+        f"{_describe(expected_kinds.get(path))} expected)"
+        for path in sorted(saved_kinds.keys() | expected_kinds.keys())
+        if saved_kinds.get(path) != expected_kinds.get(path)
+    ]
+    if not differences:
+        return None
+    return "its state does not match the one to restore: " + ", ".join(differences)
+
+
+def _describe(kind: str | None) -> str:
+    return {"trackables": "a trackable", "arrays": "an array", "values": "a JSON value"}.get(
+        kind, "nothing"
+    )
 
 
 class CheckpointStore:
-    """Saves and restores `trackables` (TF) plus extras written by callbacks."""
+    """Saves a nested state dict per step and restores the newest complete one into it."""
 
-    def __init__(self, directory: str, trackables: dict[str, Any], max_to_keep: int = 3):
+    def __init__(self, directory: str, max_to_keep: int = 3):
         self.directory = directory
-        self._checkpoint = tf.train.Checkpoint(**trackables)
-        self._manager = tf.train.CheckpointManager(
-            self._checkpoint, directory, max_to_keep=None, checkpoint_name="ckpt"
-        )
         self._max_to_keep = max_to_keep
 
     def _prefix(self, step: int) -> str:
         return os.path.join(self.directory, f"ckpt-{step}")
 
-    def save(self, step: int, write_extras: Callable[[str], None]) -> int:
-        """Writes TF state and extras for `step`, then the marker that makes them count.
+    def save(self, step: int, state: dict) -> int:
+        """Writes `state` for `step`, then the marker that makes it count.
 
         Returns the checkpoint's size in bytes.
         """
+        split = _split(state)  # an unsavable leaf fails here, before anything is touched
         prefix = self._prefix(step)
-        extras_dir = prefix + ".extras"
-        if os.path.exists(prefix + _MARKER_SUFFIX):
-            os.remove(prefix + _MARKER_SUFFIX)  # re-saving a step: unmark before rewriting
-        shutil.rmtree(extras_dir, ignore_errors=True)
-        self._manager.save(checkpoint_number=step)
-        os.makedirs(extras_dir)
-        write_extras(extras_dir)
-        files = sorted(glob.glob(prefix + ".index") + glob.glob(prefix + ".data-*"))
-        files += sorted(glob.glob(os.path.join(extras_dir, "*")))
+        os.makedirs(self.directory, exist_ok=True)
+        self._remove(prefix)  # re-saving a step: unmark, then clear the old files
+        files = []
+        if split["trackables"]:
+            _tf_checkpoint(split["trackables"]).write(prefix)
+            files += sorted(glob.glob(prefix + ".index") + glob.glob(prefix + ".data-*"))
+            for path in files:
+                run_directory.fsync(path)
+        if split["arrays"]:
+            _write_arrays(prefix + _ARRAYS_SUFFIX, split["arrays"])
+            files.append(prefix + _ARRAYS_SUFFIX)
+        values = {kind: sorted(split[kind]) for kind in ("trackables", "arrays")}
+        values["values"] = split["values"]
+        run_directory.atomic_write(prefix + _VALUES_SUFFIX, json.dumps(values))
+        files.append(prefix + _VALUES_SUFFIX)
         marker = {
+            "format": FORMAT_VERSION,
             "step": step,
             "files": {os.path.relpath(f, self.directory): _sha256(f) for f in files},
         }
-        for path in files:
-            with open(path, "rb+") as f:
-                os.fsync(f.fileno())
-        tmp = prefix + _MARKER_SUFFIX + ".tmp"
-        with open(tmp, "w") as f:
-            json.dump(marker, f)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, prefix + _MARKER_SUFFIX)
-        _fsync_dir(self.directory)
+        run_directory.atomic_write(prefix + _MARKER_SUFFIX, json.dumps(marker))
         self._prune(keep=step)
-        return sum(os.path.getsize(path) for path in files)
+        return sum(os.path.getsize(path) for path in [*files, prefix + _MARKER_SUFFIX])
 
     def complete_steps(self) -> list[int]:
         return complete_steps(self.directory)
 
-    def restore_latest(self, read_extras: Callable[[str], None]) -> int | None:
-        """Restores the newest complete, undamaged checkpoint; returns its step.
+    def restore_latest(self, state: dict) -> tuple[int, dict] | None:
+        """Restores the newest complete, undamaged checkpoint into `state`.
 
-        Returns None when no checkpoint was ever completed; raises CheckpointError when some
-        were but none is usable any more.
+        Trackables are restored in place; returns (step, loaded), `loaded` being `state` with
+        its array and JSON leaves replaced by the saved ones. Returns None when no checkpoint
+        was ever completed; raises CheckpointError when some were but none is usable any more,
+        or as soon as it meets one of another format.
         """
+        split = _split(state)
         problems, damaged = [], []
         for step in self.complete_steps():
             prefix = self._prefix(step)
-            problem = self._verify(prefix)
-            if problem is None:
-                try:
-                    self._checkpoint.restore(prefix).assert_existing_objects_matched()
-                    read_extras(prefix + ".extras")
-                except Exception as error:  # any failure to read makes this one unusable
-                    problem = f"{type(error).__name__}: {error}"
-                else:
-                    self._quarantine(damaged)
-                    return step
-            logging.warning("Skipping damaged checkpoint %s: %s", prefix, problem)
-            problems.append(f"{prefix}: {problem}")
-            damaged.append(prefix)
+            try:
+                saved = self._restore(prefix, split)
+            except _Unusable as problem:
+                logging.warning("Skipping damaged or mismatched checkpoint %s: %s", prefix, problem)
+                problems.append(f"{prefix}: {problem}")
+                damaged.append(prefix)
+                continue
+            self._quarantine(damaged)
+            return step, _rebuild(state, saved)
         if problems:
             raise CheckpointError(
                 f"No usable checkpoint in {self.directory} ({'; '.join(problems)}). Nothing was "
                 "deleted: inspect or move the directory, or start the run in a new --base_dir."
             )
-        unmarked = glob.glob(os.path.join(self.directory, "ckpt-*.index"))
+        unmarked = glob.glob(os.path.join(self.directory, "ckpt-*" + _VALUES_SUFFIX))
         if unmarked:  # a run killed while writing its first checkpoint: that one never counted
             logging.warning("Ignoring unfinished checkpoint(s) %s; starting afresh.", unmarked)
         return None
 
+    def _restore(self, prefix: str, split: dict[str, dict[str, Any]]) -> dict[str, Any]:
+        """Restores the trackables at `prefix` and returns the saved arrays and JSON values by
+        key path; raises _Unusable with the reason. Trackables are restored last, once the hashes,
+        the structure and the arrays have all checked out."""
+        self._verify(prefix, self._read_marker(prefix))
+        try:
+            with open(prefix + _VALUES_SUFFIX) as f:
+                values = json.load(f)
+            problem = _structure_problem({k: list(v) for k, v in split.items()}, values)
+            if problem:
+                raise _Unusable(problem)
+            saved = values["values"]
+            if split["arrays"]:
+                saved.update(_read_arrays(prefix + _ARRAYS_SUFFIX))
+            if split["trackables"]:
+                status = _tf_checkpoint(split["trackables"]).read(prefix)
+                status.assert_existing_objects_matched()
+        except _Unusable:
+            raise
+        except Exception as error:  # any failure to read makes this one unusable
+            raise _Unusable(f"{type(error).__name__}: {error}") from error
+        return saved
+
+    def _read_marker(self, prefix: str) -> dict:
+        """The marker at `prefix`; CheckpointError when another format wrote it."""
+        try:
+            with open(prefix + _MARKER_SUFFIX) as f:
+                marker = json.load(f)
+            found = marker.get("format", 1)  # format 1 markers had no version
+        except (OSError, ValueError, AttributeError) as error:
+            raise _Unusable(f"unreadable completion marker ({error})") from error
+        if found != FORMAT_VERSION:
+            age = "a newer" if isinstance(found, int) and found > FORMAT_VERSION else "an older"
+            raise CheckpointError(
+                f"The checkpoint {prefix} was written by {age} layout of this framework "
+                f"(checkpoint format {found}; this code reads format {FORMAT_VERSION}), so it "
+                "cannot be resumed here. Nothing was read, moved or deleted: start the run in a "
+                "new --base_dir, or finish this one with the code that started it."
+            )
+        return marker
+
+    def _verify(self, prefix: str, marker: dict) -> None:
+        """Raises _Unusable unless every file the marker lists is there with its hash."""
+        files = marker.get("files")
+        if not isinstance(files, dict):
+            raise _Unusable(f"completion marker {prefix + _MARKER_SUFFIX} lists no files")
+        for relative, expected in files.items():
+            path = os.path.join(self.directory, relative)
+            if not os.path.exists(path):
+                raise _Unusable(f"missing file {path}")
+            if _sha256(path) != expected:
+                raise _Unusable(
+                    f"file {path} does not match its recorded hash (truncated or altered)"
+                )
+
     def _quarantine(self, prefixes: list[str]) -> None:
-        """Moves damaged checkpoints into `damaged/<time>/`: kept for inspection, out of the
-        way of the resumed run, which will save at the same steps again."""
+        """Moves damaged checkpoints into `damaged/<time>-<pid>/`: kept for inspection, out of
+        the way of the resumed run, which will save at the same steps again."""
         if not prefixes:
             return
         stamp = time.strftime("%Y%m%d-%H%M%S")
@@ -151,30 +321,20 @@ class CheckpointStore:
                 os.replace(path, os.path.join(target, os.path.basename(path)))
             logging.warning("Moved the damaged checkpoint %s to %s.", prefix, target)
 
-    def _verify(self, prefix: str) -> str | None:
-        """The reason the checkpoint at `prefix` is unusable, or None when its hashes match."""
-        try:
-            with open(prefix + _MARKER_SUFFIX) as f:
-                marker = json.load(f)
-            files = marker["files"]
-        except (OSError, ValueError, KeyError, TypeError) as error:
-            return f"unreadable completion marker ({error})"
-        for relative, expected in files.items():
-            path = os.path.join(self.directory, relative)
-            if not os.path.exists(path):
-                return f"missing file {path}"
-            if _sha256(path) != expected:
-                return f"file {path} does not match its recorded hash (truncated or altered)"
-        return None
-
     def _prune(self, keep: int) -> None:
         """Deletes complete checkpoints beyond `max_to_keep`, oldest first, never `keep`."""
-        steps = self.complete_steps()
-        for step in steps[self._max_to_keep :]:
-            if step == keep:
-                continue
-            prefix = self._prefix(step)
-            os.remove(prefix + _MARKER_SUFFIX)  # unmark first: a half-deleted one is ignored
-            for path in glob.glob(prefix + ".index") + glob.glob(prefix + ".data-*"):
+        for step in self.complete_steps()[self._max_to_keep :]:
+            if step != keep:
+                self._remove(self._prefix(step))
+
+    @staticmethod
+    def _remove(prefix: str) -> None:
+        """Unmarks the checkpoint at `prefix` first (a half-deleted one is then ignored), then
+        deletes its files."""
+        if os.path.exists(prefix + _MARKER_SUFFIX):
+            os.remove(prefix + _MARKER_SUFFIX)
+        for path in glob.glob(prefix + ".*"):
+            if os.path.isdir(path):
+                shutil.rmtree(path)
+            else:
                 os.remove(path)
-            shutil.rmtree(prefix + ".extras", ignore_errors=True)

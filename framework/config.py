@@ -1,6 +1,8 @@
 """Gin configuration: locating files, parsing with clear errors, accounting for every binding."""
 
+import contextlib
 import difflib
+import functools
 import importlib.metadata
 import importlib.resources
 import inspect
@@ -8,9 +10,10 @@ import os
 import re
 import subprocess
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Iterator, Sequence
 
 import gin
+import gin.resource_reader
 
 
 class ConfigError(ValueError):
@@ -83,25 +86,88 @@ def _parameters(configurable) -> list[str]:
     ]
 
 
+def _tolerate_namespace_packages(exists: Callable[[str], bool]) -> Callable[[str], bool]:
+    """gin's package-path reader raises TypeError for a namespace package (gin_configs/dqn has
+    no __init__.py), which ends the search for an include before gin tries its search paths."""
+
+    @functools.wraps(exists)
+    def check(path: str) -> bool:
+        try:
+            return exists(path)
+        except TypeError:
+            return False
+
+    return check
+
+
+gin.config._FILE_READERS[:] = [  # gin has no API to replace a registered reader
+    (reader, _tolerate_namespace_packages(exists))
+    if exists is gin.resource_reader.system_path_file_exists
+    else (reader, exists)
+    for reader, exists in gin.config._FILE_READERS
+]
+
+
+@contextlib.contextmanager
+def _include_search_paths(folders: Sequence[str]) -> Iterator[list[str]]:
+    """Adds `folders` to gin's global include search paths for one parse, then restores them, so
+    repeated parses neither pile up duplicates nor keep earlier runs' folders. Yields them all."""
+    prefixes = gin.config._LOCATION_PREFIXES  # gin has no API to list or remove search paths
+    saved = list(prefixes)
+    for folder in dict.fromkeys(folders):
+        if folder not in prefixes and folder != os.getcwd():  # '' already is the working directory
+            gin.add_config_file_search_path(folder)
+    try:
+        yield list(prefixes)
+    finally:
+        prefixes[:] = saved
+
+
+def _missing_include(error: OSError, searched: Sequence[str]) -> str | None:
+    """One paragraph naming a missing include and where gin looked; None for other read errors."""
+    missing = re.search(r"Unable to open file: (.+?)\. Searched config paths", str(error))
+    including = re.search(r'In file "(.+?)", line (\d+)', str(error))
+    if not (missing and including):
+        return None
+    path = missing.group(1)
+    source = f"{including.group(1)!r} (line {including.group(2)})"
+    if os.path.isabs(path):
+        return f"Gin file {source} includes {path!r}, which does not exist."
+    places = [
+        f"the working directory {os.getcwd()!r}" if prefix == "" else repr(prefix)
+        for prefix in searched
+    ]
+    return (
+        f"Gin file {source} includes {path!r}, which was not found relative to any of: "
+        f"{', '.join(places)}. Write an include relative to one of these, e.g. "
+        "'gin_configs/dqn/cartpole_common.gin'."
+    )
+
+
 def parse(gin_files: Sequence[str], bindings: Sequence[str]) -> list[str]:
     """Parses files then bindings (later ones win); returns the resolved file paths.
 
     Every configurable must already be registered (import the agents first), so that an unknown
-    name or parameter fails here, before anything is built or written.
+    name or parameter fails here, before anything is built or written. An `include` resolves
+    from any working directory and installation: relative to the working directory, the
+    installed package's parent ('gin_configs/dqn/...'), the package itself ('dqn/...'), or the
+    folder of a file given.
     """
     resolved = [resolve_gin_file(path) for path in gin_files]
-    # `include 'gin_configs/...'` inside a file resolves from the repository root or, installed,
-    # from the package's parent folder.
-    gin.add_config_file_search_path(str(importlib.resources.files("gin_configs").parent))
-    try:
-        gin.parse_config_files_and_bindings(resolved, bindings, finalize_config=False)
-    except (ValueError, SyntaxError, KeyError) as error:
-        raise ConfigError(f"Bad gin configuration: {_explain(error)}") from error
-    except (OSError, TypeError) as error:  # an `include` of a missing file, an unreadable file
-        raise ConfigError(
-            f"Could not read the gin files {resolved} or a file they include: {error}. An "
-            "`include` path is relative to the repository root (e.g. 'gin_configs/dqn/...')."
-        ) from error
+    package = importlib.resources.files("gin_configs")
+    folders = [str(package.parent), str(package)]
+    folders += [os.path.dirname(os.path.abspath(path)) for path in resolved]
+    with _include_search_paths(folders) as searched:
+        try:
+            gin.parse_config_files_and_bindings(resolved, bindings, finalize_config=False)
+        except (ValueError, SyntaxError, KeyError) as error:
+            raise ConfigError(f"Bad gin configuration: {_explain(error)}") from error
+        except OSError as error:  # a missing include, an unreadable file
+            message = _missing_include(error, searched)
+            raise ConfigError(
+                message
+                or f"Could not read the gin files {resolved}: {' '.join(str(error).split())}"
+            ) from error
     return resolved
 
 

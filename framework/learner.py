@@ -1,15 +1,21 @@
-"""The one update pipeline: loss -> gradients -> process -> apply -> target update.
+"""The one update pipeline: loss -> gradients -> process -> apply -> target update, per group.
 
 Every gradient step of every agent goes through `Learner`. A call runs `k` gradient steps inside
 one compiled function (a `tf.while_loop` over a stack of `k` batches), because crossing into
-TensorFlow costs about as much as a whole small-network step. The step never writes summaries:
-it returns metric tensors, averaged over the `k` steps, and the runner logs them.
+TensorFlow costs about as much as a whole small-network step. A step runs the learner's update
+groups in list order (TD3's critic is updated before its actor reads it), each on its own
+variables, optimizer and schedule (`every`). The step never writes summaries: it returns metric
+tensors, averaged over the `k` steps, and a small health vector that the loop reads to stop or
+count non-finite updates. Asynchronous workers (A3C) use the same pipeline split in two halves:
+`compute_gradients` on a worker's copy, `apply_gradients` on the global learner.
 """
 
+import dataclasses
 from collections.abc import Callable, Sequence
 
 import gin
 import keras
+import numpy as np
 import tensorflow as tf
 
 from framework.parts import optimizers  # noqa: F401  (registers the Keras optimizers with gin)
@@ -18,161 +24,351 @@ from framework.parts.target_updaters import NoUpdate, TargetUpdater
 
 Batch = dict[str, tf.Tensor]
 Metrics = dict[str, tf.Tensor]
+Gradients = list[list[tf.Tensor]]  # one list per group, in the order of its variables
 LossFn = Callable[[Batch], tuple[tf.Tensor, Metrics]]
 
-# Metrics that count events over the k steps of a call; every other metric is averaged.
-COUNTED_METRICS = (
+HEALTH_FIELDS = (
+    "gradient_steps",
+    "applied_updates",
     "nonfinite_steps",
     "nonfinite_losses",
-    "applied_updates",
-    "target_updates",
     "nonfinite_variables",
 )
 
 
+@dataclasses.dataclass
+class Health:
+    """What one or more learner calls did, as Python ints (summed across calls with `+`)."""
+
+    gradient_steps: int = 0  # gradient steps attempted
+    applied_updates: int = 0  # optimizer applies, summed over groups
+    nonfinite_steps: int = 0  # steps where some group's loss or gradient was NaN/inf (skipped)
+    nonfinite_losses: int = 0  # of those, the steps with a non-finite loss (else the gradient)
+    nonfinite_variables: int = 0  # calls after which a variable was NaN/inf despite finite updates
+
+    @classmethod
+    def from_tensor(cls, tensor: tf.Tensor | np.ndarray | Sequence[int]) -> "Health":
+        """From the vector the learner returns, in `HEALTH_FIELDS` order."""
+        return cls(*(int(value) for value in np.asarray(tensor).tolist()))
+
+    def __add__(self, other: "Health") -> "Health":
+        return Health(*(getattr(self, name) + getattr(other, name) for name in HEALTH_FIELDS))
+
+
+@dataclasses.dataclass
+class UpdateGroup:
+    """One loss minimised over its own variables by its own optimizer.
+
+    `every`: the group runs at learner steps where `step % every == 0`, counting from 1 (TD3's
+    delayed actor: 2). `name` prefixes its metrics (`"critic"` gives `"critic/loss"`); `""`
+    keeps them unprefixed. The optimizer is built by the learner, so that its slots exist before
+    any checkpoint restore (an unbuilt optimizer silently skips restoring them).
+    """
+
+    loss_fn: LossFn
+    variables: Sequence[tf.Variable]
+    optimizer: keras.optimizers.Optimizer
+    gradient_processor: GradientProcessor | None = None  # None: Identity()
+    target_updater: TargetUpdater | None = None  # None: NoUpdate()
+    online_variables: Sequence[tf.Variable] = ()
+    target_variables: Sequence[tf.Variable] = ()
+    every: int = 1
+    name: str = ""
+
+    def __post_init__(self):
+        if self.every < 1:
+            raise ValueError(f"UpdateGroup {self.name!r}: every must be >= 1, got {self.every}.")
+        self.variables = list(self.variables)
+        self.online_variables = list(self.online_variables)
+        self.target_variables = list(self.target_variables)
+        self.gradient_processor = self.gradient_processor or Identity()
+        self.target_updater = self.target_updater or NoUpdate()
+
+    @property
+    def prefix(self) -> str:
+        return f"{self.name}/" if self.name else ""
+
+
 @gin.configurable(allowlist=["jit_compile"])
 class Learner(tf.Module):
-    """Owns the optimizer step for a set of variables and, optionally, their target copies.
+    """Owns the optimizer steps of its update groups and, optionally, their target copies.
 
     Args:
-      loss_fn: maps a batch to `(loss, extras)`; called under the gradient tape.
-      variables: the trainable variables the loss is minimised over.
-      optimizer: a Keras optimizer; it is built here so that its slots exist before any
-        checkpoint restore (an unbuilt optimizer silently skips restoring them).
-      gradient_processor: clipping / accumulation between `tape.gradient` and `apply`.
-      target_updater: how `target_variables` follow `online_variables` after each applied update.
+      groups: one `UpdateGroup` or several, run in this order within each step.
       jit_compile: compile the step with XLA (pays for fixed-shape batches, e.g. replay).
       batch_spec: `tf.TensorSpec`s of the stacked batches `run` takes, leading axis first.
     """
 
     def __init__(
         self,
-        loss_fn: LossFn,
-        variables: Sequence[tf.Variable],
-        optimizer: keras.optimizers.Optimizer,
-        gradient_processor: GradientProcessor | None = None,
-        target_updater: TargetUpdater | None = None,
-        online_variables: Sequence[tf.Variable] = (),
-        target_variables: Sequence[tf.Variable] = (),
+        groups: UpdateGroup | Sequence[UpdateGroup],
         jit_compile: bool = False,
         batch_spec: dict[str, tf.TensorSpec] | None = None,
     ):
         super().__init__(name="learner")
-        self._loss_fn = loss_fn
-        self._variables = list(variables)
-        self.optimizer = optimizer
-        self.optimizer.build(self._variables)
+        groups = [groups] if isinstance(groups, UpdateGroup) else list(groups)
+        if not groups:
+            raise ValueError("Learner: needs at least one UpdateGroup.")
+        names = [group.name for group in groups]
+        if len(groups) > 1 and len(set(names)) != len(names):
+            raise ValueError(f"Learner: update groups need distinct names, got {names}.")
+        self.groups = groups
+        for group in groups:
+            group.optimizer.build(group.variables)
+            group.gradient_processor.build(group.variables)
+            group.target_updater.check(group.online_variables, group.target_variables)
+        # Tracked here (the groups are plain dataclasses) so that a checkpoint of the learner
+        # holds the optimizer slots and any accumulated gradients.
+        self._optimizers = [group.optimizer for group in groups]
+        self._gradient_processors = [group.gradient_processor for group in groups]
         # A constant learning rate is a variable of the optimizer, so a checkpoint would bring
         # back the old value over a newly configured one; `restored` puts the config's back.
-        configured = optimizer.get_config()["learning_rate"]
-        self._constant_learning_rate = configured if isinstance(configured, float) else None
-        self.gradient_processor = gradient_processor or Identity()
-        self.gradient_processor.build(self._variables)
-        self.target_updater = target_updater or NoUpdate()
-        self._online_variables = list(online_variables)
-        self._target_variables = list(target_variables)
-        self.target_updater.check(self._online_variables, self._target_variables)
+        configured = [group.optimizer.get_config()["learning_rate"] for group in groups]
+        self._constant_learning_rates = [
+            rate if isinstance(rate, float) else None for rate in configured
+        ]
+        self.steps = tf.Variable(0, dtype=tf.int64, trainable=False, name="steps")
         self.applied_updates = tf.Variable(0, dtype=tf.int64, trainable=False, name="updates")
-        # With a spec (None for dimensions that vary, such as episode length) the step is traced
+        # Per group: applies (the step its target updater counts) and target updates so far.
+        self._group_updates = [
+            tf.Variable(0, dtype=tf.int64, trainable=False, name="group_updates") for _ in groups
+        ]
+        self._target_updates = [
+            tf.Variable(0, dtype=tf.int64, trainable=False, name="target_updates") for _ in groups
+        ]
+        # With a spec (None for dimensions that vary, such as episode length) a step is traced
         # once; otherwise on the first call and once more for varying shapes.
         signature = None if batch_spec is None else [batch_spec]
-        self._run = tf.function(
-            self._run_steps,
-            jit_compile=jit_compile,
-            input_signature=signature,
-            reduce_retracing=signature is None,
+        compile_options = dict(
+            jit_compile=jit_compile, input_signature=signature, reduce_retracing=signature is None
+        )
+        self._run = tf.function(self._run_steps, **compile_options)
+        self._compute = tf.function(self._compute_steps, **compile_options)
+        gradient_spec = [
+            [tf.TensorSpec(v.shape, v.dtype) for v in group.variables] for group in groups
+        ]
+        self._apply_pushed = tf.function(
+            self._apply_gradients, jit_compile=jit_compile, input_signature=[gradient_spec]
         )
 
     def restored(self) -> None:
-        """Call after a checkpoint restore: the configured learning rate wins over the saved."""
-        if self._constant_learning_rate is not None:
-            self.optimizer.learning_rate = self._constant_learning_rate
+        """Call after a checkpoint restore: each configured learning rate wins over the saved."""
+        for group, rate in zip(self.groups, self._constant_learning_rates, strict=True):
+            if rate is not None:
+                group.optimizer.learning_rate = rate
 
-    def run(self, batches: Batch) -> Metrics:
-        """Runs `k` gradient steps, one per batch stacked on the leading axis of every array."""
+    def run(self, batches: Batch) -> tuple[Metrics, tf.Tensor]:
+        """Runs `k` gradient steps, one per batch stacked on the leading axis of every array.
+
+        Returns the metrics, per group averaged over the finite steps in which it ran (zero if
+        it ran in none), and the health vector (`Health.from_tensor`).
+        """
         return self._run(batches)
+
+    def compute_gradients(self, batches: Batch) -> tuple[Gradients, tf.Tensor, Metrics, tf.Tensor]:
+        """A worker's half: `k` steps up to the processors, on this learner's variables.
+
+        Returns `(gradients, push_now, metrics, health)`: `push_now` is true when some group's
+        processor released its gradients (e.g. `Accumulate` on its last call); a group that
+        released nothing contributes zeros, which `apply_gradients` does not apply. Several
+        releases within one call add up. Nothing is applied here, so the metrics have no
+        learning rate or target updates: those are the global learner's.
+        """
+        return self._compute(batches)
+
+    def apply_gradients(self, gradients: Gradients) -> tf.Tensor:
+        """The global half: applies pushed gradients to this learner's variables; its health.
+
+        A group whose gradients are non-finite is not applied (counted in `nonfinite_steps`),
+        nor is one whose gradients are all zero (it pushed nothing). `gradient_steps` stays 0:
+        the worker's `compute_gradients` counted them.
+        """
+        return self._apply_pushed(gradients)
 
     @property
     def tracing_count(self) -> int:
-        """How often the compiled step was traced (tests check that it stays small)."""
-        return self._run.experimental_get_tracing_count()
+        """How often the compiled functions were traced (tests check that it stays small)."""
+        functions = (self._run, self._compute, self._apply_pushed)
+        return sum(function.experimental_get_tracing_count() for function in functions)
 
-    def _run_steps(self, batches: Batch) -> Metrics:
+    def _run_steps(self, batches: Batch) -> tuple[Metrics, tf.Tensor]:
+        totals = self._steps(batches, train=True)
+        metrics = self._averages(totals)
+        for group, count in zip(self.groups, self._target_updates, strict=True):
+            metrics[f"{group.prefix}target_updates"] = count.read_value()
+        health = tf.stack([*totals["health"], self._nonfinite_variables()])
+        return metrics, tf.cast(health, tf.int64)
+
+    def _compute_steps(self, batches: Batch) -> tuple[Gradients, tf.Tensor, Metrics, tf.Tensor]:
+        totals = self._steps(batches, train=False)
+        gradients = [group["gradients"] for group in totals["groups"]]
+        push_now = tf.add_n([group["applied"] for group in totals["groups"]]) > 0
+        gradient_steps, _, nonfinite_steps, nonfinite_losses = totals["health"]
+        health = [gradient_steps, 0.0, nonfinite_steps, nonfinite_losses]
+        health = tf.stack([*health, self._nonfinite_variables()])
+        return gradients, push_now, self._averages(totals), tf.cast(health, tf.int64)
+
+    def _apply_gradients(self, gradients: Gradients) -> tf.Tensor:
+        applied, nonfinite = [], []
+        for index, grads in enumerate(gradients):
+            finite = _all_finite(grads)
+            pushed = tf.reduce_any([tf.reduce_any(tf.not_equal(g, 0.0)) for g in grads])
+            apply_now = tf.logical_and(finite, pushed)
+            tf.cond(
+                apply_now, lambda i=index, g=grads: self._apply(i, g), lambda: tf.constant(False)
+            )
+            applied.append(tf.cast(apply_now, tf.float32))
+            nonfinite.append(1.0 - tf.cast(finite, tf.float32))
+        health = [0.0, tf.add_n(applied), tf.reduce_max(nonfinite), 0.0]
+        return tf.cast(tf.stack([*health, self._nonfinite_variables()]), tf.int64)
+
+    def _steps(self, batches: Batch, train: bool) -> dict:
+        """Runs the steps over the stacked batches; the sums of what each step returns."""
         num_steps = tf.shape(tf.nest.flatten(batches)[0])[0]
 
-        def batch_at(index):
-            return tf.nest.map_structure(lambda x: x[index], batches)
+        def step_at(index):
+            return self._step(tf.nest.map_structure(lambda x: x[index], batches), train)
+
+        first = step_at(0)
+        if tf.nest.flatten(batches)[0].shape[0] == 1:  # one step (on-policy): no loop needed
+            return first
 
         def body(index, totals):
-            metrics = self._step(batch_at(index))
-            return index + 1, {key: totals[key] + metrics[key] for key in totals}
+            return index + 1, tf.nest.map_structure(tf.add, totals, step_at(index))
 
-        first = self._step(batch_at(0))
-        if tf.nest.flatten(batches)[0].shape[0] == 1:  # one step (on-policy): no loop needed
-            return {**first, "nonfinite_variables": self._nonfinite_variables()}
         _, totals = tf.while_loop(lambda index, _: index < num_steps, body, (1, first))
-        # Averages over the finite steps only: a skipped step's NaNs would hide all the others.
-        count = tf.maximum(tf.cast(num_steps, tf.float32) - totals["nonfinite_steps"], 1.0)
-        metrics = {
-            key: value if key in COUNTED_METRICS else value / count for key, value in totals.items()
+        return totals
+
+    def _averages(self, totals: dict) -> Metrics:
+        """Per group, over the finite steps in which it ran: a skipped step's NaNs would hide
+        all the others."""
+        metrics = {}
+        for group, sums in zip(self.groups, totals["groups"], strict=True):
+            count = tf.maximum(sums["ran"], 1.0)
+            metrics.update(
+                {group.prefix + key: value / count for key, value in sums["metrics"].items()}
+            )
+        return metrics
+
+    def _step(self, batch: Batch, train: bool) -> dict:
+        """One learner step: each group that is due, in order. Returns per-step counts."""
+        step = self.steps.assign_add(1)
+        outputs = []
+        for index, group in enumerate(self.groups):
+
+            def run_group(index=index):
+                return self._group_step(index, batch, train)
+
+            if group.every == 1:
+                outputs.append(run_group())
+            else:
+                outputs.append(_when(tf.equal(step % group.every, 0), run_group))
+        health = [
+            tf.constant(1.0),  # a gradient step attempted
+            tf.add_n([output["applied"] for output in outputs]),
+            tf.reduce_max([output["nonfinite"] for output in outputs]),
+            tf.reduce_max([output["nonfinite_loss"] for output in outputs]),
+        ]
+        return {"groups": outputs, "health": health}
+
+    def _group_step(self, index: int, batch: Batch, train: bool) -> dict:
+        group = self.groups[index]
+        with tf.GradientTape() as tape:
+            loss, extras = group.loss_fn(batch)
+        grads = tape.gradient(loss, group.variables)
+        missing = [_name(v) for v, g in zip(group.variables, grads, strict=True) if g is None]
+        if missing:
+            raise ValueError(f"The loss does not depend on these variables: {missing}.")
+        finite = _all_finite([loss, *grads])
+        # A non-finite step reaches neither the processor (an accumulation keeps its good
+        # parts) nor the optimizer: the variables keep their last good values and the caller
+        # decides whether to stop or carry on (see `Health.nonfinite_steps`).
+        processed, release, processor_metrics = tf.cond(
+            finite, lambda: self._process(index, grads), lambda: self._skip(index, grads)
+        )
+        metrics = {"loss": loss, "grad_norm": tf.linalg.global_norm(grads)}
+        output = {}
+        if train:
+            metrics["learning_rate"] = tf.identity(group.optimizer.learning_rate)  # this step's
+            tf.cond(release, lambda: self._apply(index, processed), lambda: tf.constant(False))
+        else:
+            output["gradients"] = [tf.where(release, g, tf.zeros_like(g)) for g in processed]
+        metrics = {**metrics, **extras, **processor_metrics}
+        return {
+            **output,
+            # A non-finite step counts in the health and adds nothing to the averages.
+            "metrics": {
+                k: tf.where(finite, tf.cast(v, tf.float32), 0.0) for k, v in metrics.items()
+            },
+            "ran": tf.cast(finite, tf.float32),
+            "applied": tf.cast(release, tf.float32),
+            "nonfinite": 1.0 - tf.cast(finite, tf.float32),
+            "nonfinite_loss": 1.0 - tf.cast(tf.math.is_finite(loss), tf.float32),
         }
-        return {**metrics, "nonfinite_variables": self._nonfinite_variables()}
+
+    def _process(self, index: int, grads: list[tf.Tensor]):
+        group = self.groups[index]
+        processed, release, metrics = group.gradient_processor(grads, group.variables)
+        return processed, release, {k: tf.cast(v, tf.float32) for k, v in metrics.items()}
+
+    def _skip(self, index: int, grads: list[tf.Tensor]):
+        metrics = {
+            name: tf.constant(0.0) for name in self.groups[index].gradient_processor.metric_names
+        }
+        return [tf.zeros_like(g) for g in grads], tf.constant(False), metrics
+
+    def _apply(self, index: int, grads: list[tf.Tensor]) -> tf.Tensor:
+        group = self.groups[index]
+        group.optimizer.apply(grads, group.variables)
+        self.applied_updates.assign_add(1)
+        step = self._group_updates[index].assign_add(1)
+        updated = group.target_updater(group.online_variables, group.target_variables, step)
+        self._target_updates[index].assign_add(tf.cast(updated, tf.int64))
+        return updated
 
     def _nonfinite_variables(self) -> tf.Tensor:
         """1.0 when a finite update still overflowed a variable (caught before any save)."""
-        finite = tf.reduce_all([tf.reduce_all(tf.math.is_finite(v)) for v in self._variables])
-        return 1.0 - tf.cast(finite, tf.float32)
+        variables = {id(v): v for group in self.groups for v in group.variables}
+        return 1.0 - tf.cast(_all_finite(list(variables.values())), tf.float32)
 
-    def _step(self, batch: Batch) -> Metrics:
-        with tf.GradientTape() as tape:
-            loss, extras = self._loss_fn(batch)
-        grads = tape.gradient(loss, self._variables)
-        missing = [
-            getattr(v, "path", v.name)
-            for v, g in zip(self._variables, grads, strict=True)
-            if g is None
-        ]
-        if missing:
-            raise ValueError(f"The loss does not depend on these variables: {missing}.")
-        finite = tf.reduce_all([tf.reduce_all(tf.math.is_finite(x)) for x in [loss, *grads]])
-        # A non-finite step reaches neither the processor (an accumulation keeps its good
-        # parts) nor the optimizer: the variables keep their last good values and the caller
-        # decides whether to stop or carry on (see `nonfinite_steps`).
-        processed, apply_now, processor_metrics = tf.cond(
-            finite, lambda: self._process(grads), lambda: self._skip(grads)
+
+def copy_variables(source: Sequence[tf.Variable], destination: Sequence[tf.Variable]) -> None:
+    """Assigns `source` to `destination` in order: a worker pulls the global parameters."""
+    if len(source) != len(destination):
+        raise ValueError(
+            f"copy_variables: {len(source)} source variables but {len(destination)} destination "
+            "variables; the two networks must have the same structure."
         )
-        learning_rate = tf.identity(self.optimizer.learning_rate)  # the rate this step uses
-        target_updated = tf.cond(
-            apply_now, lambda: self._apply(processed), lambda: tf.constant(False)
-        )
-        averaged = {
-            "loss": loss,
-            "grad_norm": tf.linalg.global_norm(grads),
-            "learning_rate": learning_rate,
-            **extras,
-            **processor_metrics,
-        }
-        averaged = {  # a non-finite step counts below and adds nothing to the averages
-            key: tf.where(finite, tf.cast(value, tf.float32), 0.0)
-            for key, value in averaged.items()
-        }
-        counted = {
-            "nonfinite_steps": 1.0 - tf.cast(finite, tf.float32),
-            "nonfinite_losses": 1.0 - tf.cast(tf.math.is_finite(loss), tf.float32),
-            "applied_updates": tf.cast(apply_now, tf.float32),
-            "target_updates": tf.cast(target_updated, tf.float32),
-        }
-        return {**averaged, **counted}
+    for from_, to in zip(source, destination, strict=True):
+        if from_.shape != to.shape:
+            raise ValueError(
+                f"copy_variables: shape mismatch {_name(from_)}{from_.shape} vs "
+                f"{_name(to)}{to.shape}."
+            )
+    for from_, to in zip(source, destination, strict=True):
+        to.assign(from_)
 
-    def _process(self, grads: list[tf.Tensor]):
-        processed, apply_now, metrics = self.gradient_processor(grads, self._variables)
-        return processed, apply_now, {k: tf.cast(v, tf.float32) for k, v in metrics.items()}
 
-    def _skip(self, grads: list[tf.Tensor]):
-        metrics = {name: tf.constant(0.0) for name in self.gradient_processor.metric_names}
-        return [tf.zeros_like(g) for g in grads], tf.constant(False), metrics
+def _when(due: tf.Tensor, fn: Callable[[], dict]) -> dict:
+    """`fn()` where `due`, else zeros of the same structure: a group that is not due this step
+    adds nothing to any sum. `tf.cond` traces the true branch first, which records the shapes."""
+    specs = []
 
-    def _apply(self, grads: list[tf.Tensor]) -> tf.Tensor:
-        self.optimizer.apply(grads, self._variables)
-        step = self.applied_updates.assign_add(1)
-        return self.target_updater(self._online_variables, self._target_variables, step)
+    def run():
+        outputs = fn()
+        specs.append(tf.nest.map_structure(tf.TensorSpec.from_tensor, outputs))
+        return outputs
+
+    def skip():
+        return tf.nest.map_structure(lambda spec: tf.zeros(spec.shape, spec.dtype), specs[-1])
+
+    return tf.cond(due, run, skip)
+
+
+def _all_finite(tensors: Sequence[tf.Tensor]) -> tf.Tensor:
+    return tf.reduce_all([tf.reduce_all(tf.math.is_finite(x)) for x in tensors])
+
+
+def _name(variable: tf.Variable) -> str:
+    """Keras variables have a full `path`; plain tf.Variables only a `name`."""
+    return getattr(variable, "path", variable.name)

@@ -9,6 +9,7 @@ import tensorflow as tf
 from absl import logging
 from tensorboard.plugins.hparams import api as hp
 
+from framework import run_directory
 from framework.event_reader import read_events
 
 SPLITS = ("train", "eval")
@@ -71,9 +72,9 @@ def supersede_events_after(base_dir: str, step: int) -> None:
 
     What a killed run logged after its last checkpoint is logged again by the resumed run, so
     keeping it would give TensorBoard (and the analysis) two values at the same step. Each
-    split's files are merged into one filtered file, written under a temporary name and renamed
-    to a pending name once it is on disk (the commit point); only then are the old files
-    removed and the pending one named as an event file. A crash at any point leaves either the
+    split's files are merged into one filtered file, written atomically under a pending name
+    (the commit point: `run_directory.atomic_path`); only then are the old files removed and
+    the pending one named as an event file. A crash at any point leaves either the
     old files or the complete filtered copy, never neither. A file with a damaged record (not
     just a torn end) is moved to `discarded/`, never deleted.
     """
@@ -82,8 +83,6 @@ def supersede_events_after(base_dir: str, step: int) -> None:
         pending = os.path.join(directory, f"events.merged{_PENDING_SUFFIX}")
         final = os.path.join(directory, f"events.out.tfevents.{step:012d}.resumed")
         originals = sorted(glob.glob(os.path.join(directory, "*tfevents*")))
-        if os.path.exists(pending + ".tmp"):  # torn: the originals are still all there
-            os.remove(pending + ".tmp")
         if os.path.exists(pending):  # committed by an earlier start that stopped right after
             for path in originals:
                 os.remove(path)
@@ -98,12 +97,9 @@ def supersede_events_after(base_dir: str, step: int) -> None:
             if not intact:
                 damaged.append(path)
         kept.sort(key=lambda event: (event.step, event.wall_time))
-        with tf.io.TFRecordWriter(pending + ".tmp") as writer:
+        with run_directory.atomic_path(pending) as temp, tf.io.TFRecordWriter(temp) as writer:
             for event in kept:
                 writer.write(event.SerializeToString())
-        with open(pending + ".tmp", "rb+") as f:
-            os.fsync(f.fileno())
-        os.replace(pending + ".tmp", pending)
         for path in originals:
             if path in damaged:
                 target = os.path.join(base_dir, "discarded", "damaged", split)

@@ -4,34 +4,38 @@ n-step transitions are assembled at add time, so a sample is already `(s, a, R, 
 with `R = sum_{i<k} gamma^i r_i` and `discount = gamma^k`, or 0.0 when the window ends in a
 termination: the TD target needs one formula for one-step and n-step returns alike. A
 time-limit truncation still bootstraps, because the state after it has a value.
+
+The buffer takes the N transitions of one vector-environment step at once and keeps one n-step
+window per sub-environment. The sub-environments step in lockstep, so all windows share one
+ring of the last n vector steps; a per-env count says how many of its newest slots are pending.
+Rewards are written twice, at slots p and p + n, so any window is a contiguous slice in time
+order and its return one dot product, whatever the ring's position.
 """
 
-import collections
-import os
-import zipfile
-from typing import NamedTuple
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
 
 import gin
 import numpy as np
 import numpy.typing as npt
 
-_PENDING = ("pending_observation", "pending_action", "pending_reward", "pending_next_observation")
-_SCALARS = ("capacity", "n_step", "gamma", "size", "cursor")
-# What a damaged or foreign file raises while numpy reads it.
-_UNREADABLE = (OSError, EOFError, ValueError, TypeError, KeyError, zipfile.BadZipFile)
+if TYPE_CHECKING:  # the module stays free of the agent's TensorFlow imports
+    from framework.agent import VectorStep
+
+_STORED = ("observation", "action", "reward", "discount", "next_observation")
+_PENDING = (
+    "pending_env",
+    "pending_observation",
+    "pending_action",
+    "pending_reward",
+    "pending_next_observation",
+)
+_SCALARS = ("capacity", "n_step", "gamma", "size", "cursor", "num_envs")
 
 
 class ReplayCheckpointError(ValueError):
-    """A replay checkpoint that is missing, damaged, or saved by a differently shaped buffer."""
-
-
-class _Step(NamedTuple):
-    """One environment step waiting in the n-step window."""
-
-    observation: np.ndarray
-    action: np.generic
-    reward: float
-    next_observation: np.ndarray
+    """A replay state that is damaged or was taken from a differently configured buffer."""
 
 
 @gin.configurable
@@ -45,6 +49,7 @@ class UniformReplay:
         capacity: int = 100_000,
         n_step: int = 1,
         gamma: float = 0.99,
+        action_shape: tuple[int, ...] = (),
         action_dtype: npt.DTypeLike = np.int64,
     ):
         _require_positive(self, "capacity", capacity)
@@ -56,17 +61,21 @@ class UniformReplay:
         self._gamma = float(gamma)
         self._observation_shape = tuple(observation_shape)
         self._observation_dtype = np.dtype(observation_dtype)
+        self._action_shape = tuple(action_shape)
         self._action_dtype = np.dtype(action_dtype)
         # np.zeros lets the OS map pages lazily, so a large unfilled buffer costs little memory.
         frames = (capacity, *self._observation_shape)
         self._observation = np.zeros(frames, self._observation_dtype)
         self._next_observation = np.zeros(frames, self._observation_dtype)
-        self._action = np.zeros(capacity, self._action_dtype)
+        self._action = np.zeros((capacity, *self._action_shape), self._action_dtype)
         self._reward = np.zeros(capacity, np.float32)
         self._discount = np.zeros(capacity, np.float32)
         self._cursor = 0  # where the next transition is written
         self._size = 0
-        self._pending: collections.deque[_Step] = collections.deque()
+        # gamma^k for a window of k steps, as Python floats raised like `gamma ** k`.
+        self._gamma_power = np.array([self._gamma**k for k in range(n_step + 1)])
+        self._window_weight = self._gamma_power[:n_step]  # gamma^i for the i-th step of a window
+        self._allocate_windows(0)
 
     @property
     def capacity(self) -> int:
@@ -75,37 +84,68 @@ class UniformReplay:
     def __len__(self) -> int:
         return self._size
 
-    def add(
-        self,
-        observation: npt.ArrayLike,
-        action: npt.ArrayLike,
-        reward: float,
-        next_observation: npt.ArrayLike,
-        terminated: bool,
-        truncated: bool,
-    ) -> None:
-        """Records one environment step; stores each n-step transition once its window closes."""
-        self._pending.append(
-            _Step(
-                self._as_observation(observation, "observation"),
-                self._action_dtype.type(action),
-                float(reward),
-                self._as_observation(next_observation, "next_observation"),
-            )
-        )
-        if terminated or truncated:
-            # The episode is over: every pending start gets a shortened window, and none of
-            # them may leak into the next episode.
-            while self._pending:
-                self._store_oldest(terminated)
-        elif len(self._pending) == self._n_step:
-            self._store_oldest(terminated=False)
+    def add(self, step: VectorStep) -> None:
+        """Records one vector step; stores each env's n-step transitions once its window closes.
 
-    def end_episode(self) -> None:
-        """Stores the pending steps of an episode that was cut off (not ended by the env) as
-        truncated: each bootstraps from the last observation seen."""
-        while self._pending:
-            self._store_oldest(terminated=False)
+        Transitions are written in env order, each env's oldest start first.
+        """
+        if step.reward.shape != self._env_shape:
+            self._set_num_envs(step.reward.shape)
+        if (
+            step.observation.shape != self._observation_batch
+            or step.next_observation.shape != self._observation_batch
+            or step.action.shape != self._action_batch
+            or step.terminated.shape != self._env_shape
+            or step.truncated.shape != self._env_shape
+        ):
+            self._reject_shapes(step)
+        n = self._n_step
+        if n == 1:
+            # Each window is its own step: nothing is pending, and a truncation bootstraps
+            # like any other step, so the step goes straight into storage.
+            terminated = np.count_nonzero(step.terminated)
+            self._write(
+                step.observation,
+                step.action,
+                step.reward,
+                np.where(step.terminated, 0.0, self._gamma) if terminated else self._full_discount,
+                step.next_observation,
+            )
+            return
+        p = self._head
+        self._head = start = (p + 1) % n
+        self._ring_observation[p] = step.observation
+        self._ring_action[p] = step.action
+        self._ring_reward[p] = self._ring_reward[p + n] = step.reward
+        self._ring_next_observation[p] = step.next_observation
+        if self._steady and not (
+            np.count_nonzero(step.terminated) or np.count_nonzero(step.truncated)
+        ):
+            # The common case: every window is full and none ends, so each env stores the
+            # start in the slot after p, which is its oldest.
+            self._write(
+                self._ring_observation[start],
+                self._ring_action[start],
+                np.dot(self._window_weight, self._ring_reward[start : start + n]),
+                self._full_discount,
+                self._ring_next_observation[p],
+            )
+            return
+        count = self._count + 1
+        terminated = np.asarray(step.terminated, bool)
+        done = terminated | np.asarray(step.truncated, bool)
+        # A done env stores all its pending starts (shortened windows), a full one its oldest.
+        self._store_windows(p, count, np.where(done, count, count == self._n_step), terminated)
+        self._set_count(np.where(done, 0, np.minimum(count, self._n_step - 1)))
+
+    def end_episodes(self) -> None:
+        """Stores every env's pending steps as truncated, each bootstrapping from the last
+        observation seen: the episodes were cut off without a done (e.g. a resume)."""
+        if not self._count.any():
+            return
+        newest = (self._head - 1) % self._n_step
+        self._store_windows(newest, self._count, self._count, np.zeros_like(self._count, bool))
+        self._set_count(np.zeros_like(self._count))
 
     def sample(self, batch_size: int, rng: np.random.Generator) -> dict[str, np.ndarray]:
         """A batch of `batch_size` transitions drawn uniformly with replacement."""
@@ -124,84 +164,163 @@ class UniformReplay:
         _require_positive(self, "batch_size", batch_size)
         return self._gather(self._draw((num_batches, batch_size), rng))
 
-    def save(self, path: str) -> None:
-        """Writes the contents to `path` atomically: a crash leaves the old file or none."""
-        pending = list(self._pending)
-        shape, obs_dtype = self._observation_shape, self._observation_dtype
-        arrays = {name: array[: self._size] for name, array in self._stored().items()}
-        arrays.update(
-            capacity=np.int64(self._capacity),
-            n_step=np.int64(self._n_step),
-            gamma=np.float64(self._gamma),
-            size=np.int64(self._size),
-            cursor=np.int64(self._cursor),
-            pending_observation=_stack([s.observation for s in pending], shape, obs_dtype),
-            pending_action=_stack([s.action for s in pending], (), self._action_dtype),
-            pending_reward=_stack([s.reward for s in pending], (), np.float64),
-            pending_next_observation=_stack(
-                [s.next_observation for s in pending], shape, obs_dtype
-            ),
+    def state(self) -> dict[str, np.ndarray]:
+        """Everything a restart needs, as numpy arrays that the checkpoint store writes.
+
+        The arrays are copies, so a state written in the background is one instant's. Pending
+        steps are flat rows grouped by `pending_env` (ascending), each env's oldest first.
+        """
+        state = {name: array[: self._size].copy() for name, array in self._stored().items()}
+        state.update(
+            capacity=np.array(self._capacity, np.int64),
+            n_step=np.array(self._n_step, np.int64),
+            gamma=np.array(self._gamma, np.float64),
+            size=np.array(self._size, np.int64),
+            cursor=np.array(self._cursor, np.int64),
+            num_envs=np.array(self._num_envs, np.int64),
         )
-        tmp_path = path + ".tmp"
-        with open(tmp_path, "wb") as f:  # a file handle, so numpy appends no ".npz"
-            np.savez(f, **arrays)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp_path, path)
+        newest = (self._head - 1) % self._n_step
+        slot, env = self._window_rows(newest, self._count, self._count)
+        state.update(
+            pending_env=env,
+            pending_observation=self._ring_observation[slot, env],
+            pending_action=self._ring_action[slot, env],
+            pending_reward=self._ring_reward[slot, env],
+            pending_next_observation=self._ring_next_observation[slot, env],
+        )
+        return state
 
-    def load(self, path: str) -> None:
-        """Restores what `save` wrote, so the run continues as if it had never stopped.
+    def load_state(self, state: dict[str, np.ndarray]) -> None:
+        """Takes back what `state()` gave, so the run continues as if it had never stopped.
 
-        The file is checked completely before anything changes, so a failed load leaves this
+        The state is checked completely before anything changes, so a failed load leaves this
         buffer as it was.
         """
-        try:
-            with np.load(path, allow_pickle=False) as data:
-                saved = {key: data[key] for key in (*self._stored(), *_PENDING, *_SCALARS)}
-                scalars = {key: saved[key].item() for key in _SCALARS}
-        except _UNREADABLE as err:
-            raise ReplayCheckpointError(
-                f"Cannot load replay checkpoint {path!r}: the file is missing, damaged or not a "
-                f"replay checkpoint ({type(err).__name__}: {err})."
-            ) from err
-        problem = self._mismatch(saved, scalars)
+        problem = self._mismatch(state)
         if problem:
             raise ReplayCheckpointError(
-                f"Cannot load replay checkpoint {path!r}: {problem}; it was saved by a "
-                "differently configured buffer or is damaged."
+                f"Cannot load replay state: {problem}; it was taken from a differently "
+                "configured buffer or is damaged."
             )
-        self._size, self._cursor = scalars["size"], scalars["cursor"]
+        self._size, self._cursor = int(state["size"]), int(state["cursor"])
         for name, array in self._stored().items():
-            array[: self._size] = saved[name]
-        self._pending = collections.deque(
-            _Step(obs, action, float(reward), next_obs)
-            for obs, action, reward, next_obs in zip(*(saved[key] for key in _PENDING), strict=True)
+            array[: self._size] = state[name]
+        num_envs = int(state["num_envs"])
+        self._allocate_windows(num_envs)
+        env = state["pending_env"]
+        count = np.bincount(env, minlength=num_envs)
+        # Each env's pending steps fill the newest slots, ending at slot n - 1 (head 0).
+        n = self._n_step
+        slot = n - count[env] + np.arange(len(env)) - (np.cumsum(count) - count)[env]
+        self._ring_observation[slot, env] = state["pending_observation"]
+        self._ring_action[slot, env] = state["pending_action"]
+        self._ring_reward[slot, env] = self._ring_reward[slot + n, env] = state["pending_reward"]
+        self._ring_next_observation[slot, env] = state["pending_next_observation"]
+        self._set_count(count)
+
+    def _allocate_windows(self, num_envs: int) -> None:
+        """Empty n-step windows for `num_envs` sub-environments (0: not known yet)."""
+        n = self._n_step
+        self._num_envs = num_envs
+        self._env_shape = (num_envs,) if num_envs else None
+        self._observation_batch = (num_envs, *self._observation_shape)
+        self._action_batch = (num_envs, *self._action_shape)
+        frames = (n, num_envs, *self._observation_shape)
+        self._ring_observation = np.zeros(frames, self._observation_dtype)
+        self._ring_next_observation = np.zeros(frames, self._observation_dtype)
+        self._ring_action = np.zeros((n, num_envs, *self._action_shape), self._action_dtype)
+        self._ring_reward = np.zeros((2 * n, num_envs), np.float64)
+        self._full_discount = np.full(num_envs, self._gamma_power[n])
+        self._head = 0  # the ring slot the next step is written to
+        self._set_count(np.zeros(num_envs, np.int64))
+
+    def _set_num_envs(self, shape: tuple[int, ...]) -> None:
+        """Learns N from the first add; a later batch of another size is a caller's bug."""
+        name = type(self).__name__
+        if len(shape) != 1 or shape[0] < 1:
+            raise ValueError(f"{name}: reward must have shape [N] with N >= 1, got {shape}.")
+        if self._num_envs:
+            raise ValueError(
+                f"{name}: this step has {shape[0]} environments, but earlier steps had "
+                f"{self._num_envs}; every step must come from the same vector environment."
+            )
+        self._allocate_windows(shape[0])
+
+    def _reject_shapes(self, step: VectorStep) -> None:
+        expected = {
+            "observation": self._observation_batch,
+            "next_observation": self._observation_batch,
+            "action": self._action_batch,
+            "terminated": self._env_shape,
+            "truncated": self._env_shape,
+        }
+        for name, shape in expected.items():
+            actual = getattr(step, name).shape
+            if actual != shape:
+                raise ValueError(
+                    f"{type(self).__name__}: {name} has shape {actual}, expected {shape}."
+                )
+
+    def _set_count(self, count: np.ndarray) -> None:
+        """Per-env pending steps; `_steady` marks the fast path where every window is full."""
+        self._count = count
+        self._steady = bool((count == self._n_step - 1).all())
+
+    def _window_rows(
+        self, newest: int, count: np.ndarray, take: np.ndarray
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """Ring slots and env indices of the `take[e]` oldest of env e's `count[e]` pending
+        steps (the newest in slot `newest`), in env order and oldest first."""
+        env = np.repeat(np.arange(len(count)), take)
+        first = np.cumsum(take) - take  # each env's first row
+        age = np.repeat(count - 1 + first, take) - np.arange(len(env))
+        return (newest - age) % self._n_step, env
+
+    def _store_windows(
+        self, newest: int, count: np.ndarray, take: np.ndarray, terminated: np.ndarray
+    ) -> None:
+        """Stores the transitions from the `take[e]` oldest pending starts of each env e to its
+        newest step: discount 0 after a termination, else gamma^(window length)."""
+        n = self._n_step
+        slot, env = self._window_rows(newest, count, take)
+        length = (newest - slot) % n + 1
+        offset = np.arange(n)
+        # Each row's window in time order, zero past its end: R = sum_i gamma^i r_i.
+        rewards = self._ring_reward[slot[:, None] + offset, env[:, None]]
+        rewards[offset >= length[:, None]] = 0.0
+        self._write(
+            self._ring_observation[slot, env],
+            self._ring_action[slot, env],
+            rewards @ self._window_weight,
+            np.where(terminated[env], 0.0, self._gamma_power[length]),
+            self._ring_next_observation[newest, env],
         )
 
-    def _store_oldest(self, terminated: bool) -> None:
-        """Stores the transition from the oldest pending step to the newest, then drops it."""
-        window = self._pending
-        ret = sum(self._gamma**i * step.reward for i, step in enumerate(window))
-        discount = 0.0 if terminated else self._gamma ** len(window)
-        i = self._cursor
-        self._observation[i] = window[0].observation
-        self._action[i] = window[0].action
-        self._reward[i] = ret
-        self._discount[i] = discount
-        self._next_observation[i] = window[-1].next_observation
-        self._cursor = (i + 1) % self._capacity
-        self._size = min(self._size + 1, self._capacity)
-        window.popleft()
-
-    def _as_observation(self, value: npt.ArrayLike, name: str) -> np.ndarray:
-        """A private copy in the storage dtype, so a caller reusing its array changes nothing."""
-        array = np.array(value, dtype=self._observation_dtype)
-        if array.shape != self._observation_shape:
-            raise ValueError(
-                f"{type(self).__name__}: {name} has shape {array.shape}, expected "
-                f"{self._observation_shape}."
-            )
-        return array
+    def _write(
+        self,
+        observation: np.ndarray,
+        action: np.ndarray,
+        ret: np.ndarray,
+        discount: np.ndarray,
+        next_observation: np.ndarray,
+    ) -> None:
+        """Writes aligned rows at the cursor; rows past the end wrap around to the start."""
+        c = self._cursor
+        room = self._capacity - c
+        if len(ret) > room:
+            rows = (observation, action, ret, discount, next_observation)
+            self._write(*(r[:room] for r in rows))
+            self._write(*(r[room:] for r in rows))
+            return
+        end = c + len(ret)
+        self._observation[c:end] = observation
+        self._action[c:end] = action
+        self._reward[c:end] = ret
+        self._discount[c:end] = discount
+        self._next_observation[c:end] = next_observation
+        self._cursor = end % self._capacity
+        if self._size < end:
+            self._size = end
 
     def _stored(self) -> dict[str, np.ndarray]:
         return {
@@ -222,51 +341,71 @@ class UniformReplay:
     def _gather(self, indices: np.ndarray) -> dict[str, np.ndarray]:
         return {name: array[indices] for name, array in self._stored().items()}
 
-    def _mismatch(self, saved: dict[str, np.ndarray], scalars: dict[str, object]) -> str | None:
-        """What makes a saved checkpoint unfit for this buffer, or None if it fits."""
+    def _mismatch(self, state: dict[str, np.ndarray]) -> str | None:
+        """What makes `state` unfit for this buffer, or None if it fits."""
+        missing = sorted({*_STORED, *_PENDING, *_SCALARS} - state.keys())
+        unknown = sorted(state.keys() - {*_STORED, *_PENDING, *_SCALARS})
+        if missing or unknown:
+            return f"the keys {missing} are missing and {unknown} unknown"
+        for name, value in state.items():
+            if not isinstance(value, np.ndarray):
+                return f"{name} is a {type(value).__name__}, not a numpy array"
+        for name in _SCALARS:
+            kind = "f" if name == "gamma" else "i"
+            if state[name].shape != () or state[name].dtype.kind != kind:
+                return f"{name} is {state[name].dtype}{list(state[name].shape)}, not a 0-d scalar"
         for name, mine in (
             ("capacity", self._capacity),
             ("n_step", self._n_step),
             ("gamma", self._gamma),
         ):
-            if scalars[name] != mine:
-                return f"{name} is {scalars[name]} in the file but {mine} in this buffer"
-        size, cursor = scalars["size"], scalars["cursor"]
+            if state[name].item() != mine:
+                return f"{name} is {state[name].item()} in the state but {mine} in this buffer"
+        size, cursor, num_envs = (int(state[k]) for k in ("size", "cursor", "num_envs"))
+        if num_envs < 0:
+            return f"num_envs is {num_envs}"
         # Until the buffer is full the cursor is the size; afterwards it can be anywhere.
         if not 0 <= size <= self._capacity or not (
             cursor == size if size < self._capacity else 0 <= cursor < self._capacity
         ):
             return f"size {size} and cursor {cursor} are inconsistent"
-        pending = len(saved["pending_action"])
-        if pending >= self._n_step:
-            return f"the pending window holds {pending} steps, at most n_step - 1 are allowed"
-        frames, obs_dtype = self._observation_shape, self._observation_dtype
-        expected = {
-            "observation": ((size, *frames), obs_dtype),
-            "next_observation": ((size, *frames), obs_dtype),
-            "action": ((size,), self._action_dtype),
-            "reward": ((size,), np.float32),
-            "discount": ((size,), np.float32),
-            "pending_observation": ((pending, *frames), obs_dtype),
-            "pending_next_observation": ((pending, *frames), obs_dtype),
-            "pending_action": ((pending,), self._action_dtype),
-            "pending_reward": ((pending,), np.float64),
+        env = state["pending_env"]
+        if env.ndim != 1 or env.dtype.kind not in "iu":
+            return f"pending_env is {env.dtype}{list(env.shape)}, not a 1-d integer array"
+        if len(env) and (env.min() < 0 or env.max() >= num_envs or (np.diff(env) < 0).any()):
+            return f"pending_env must be ascending env indices below num_envs {num_envs}"
+        longest = np.bincount(env).max(initial=0)
+        if longest >= self._n_step:
+            return (
+                f"a pending window holds {longest} steps (env {np.bincount(env).argmax()}), but "
+                f"at most n_step - 1 = {self._n_step - 1} are allowed"
+            )
+        frames, actions = self._observation_shape, self._action_shape
+        obs_dtype, action_dtype = self._observation_dtype, self._action_dtype
+        expected = {  # name: (rows, row shape, dtype)
+            "observation": (size, frames, obs_dtype),
+            "next_observation": (size, frames, obs_dtype),
+            "action": (size, actions, action_dtype),
+            "reward": (size, (), np.float32),
+            "discount": (size, (), np.float32),
+            "pending_observation": (len(env), frames, obs_dtype),
+            "pending_next_observation": (len(env), frames, obs_dtype),
+            "pending_action": (len(env), actions, action_dtype),
+            "pending_reward": (len(env), (), np.float64),
         }
-        for name, (shape, dtype) in expected.items():
-            array = saved[name]
-            if array.shape != shape or array.dtype != dtype:
+        for name, (rows, row_shape, dtype) in expected.items():
+            array = state[name]
+            if array.ndim == 0 or array.shape[1:] != row_shape or array.dtype != dtype:
                 return (
-                    f"{name} is {array.dtype}{list(array.shape)} in the file but this buffer "
-                    f"expects {np.dtype(dtype)}{list(shape)}"
+                    f"{name} is {array.dtype} of shape {array.shape} in the state, but this "
+                    f"buffer stores {np.dtype(dtype)} rows of shape {row_shape} (observation "
+                    f"shape {frames}, action shape {actions})"
                 )
+            if len(array) != rows:
+                return f"{name} has {len(array)} rows in the state, but the state implies {rows}"
         return None
 
 
 def _require_positive(owner: object, name: str, value: int) -> None:
     if value < 1:
         raise ValueError(f"{type(owner).__name__}: {name} must be >= 1, got {value}.")
-
-
-def _stack(values: list, shape: tuple[int, ...], dtype: npt.DTypeLike) -> np.ndarray:
-    """Stacks per-step values, keeping the step shape even when there are none."""
-    return np.array(values, dtype=dtype).reshape((len(values), *shape))

@@ -5,26 +5,39 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from agents.base import Transition
 from agents.dqn import DQNAgent
+from framework.agent import VectorStep
+from framework.loop import make_vector_env
 from framework.parts.environments import make_env
 from framework.event_reader import read_scalars
 from framework.parts.target_updaters import SoftUpdate
 from tests.runs import train
 
 
-def _agent_with_replay(**kwargs) -> DQNAgent:
-    env = make_env("CartPole-v1")
-    agent = DQNAgent(env.observation_space, env.action_space, seed=0, **kwargs)
-    observation, _ = env.reset(seed=0)
-    for _ in range(200):
-        action = agent.act(observation, explore=True)
-        next_observation, reward, terminated, truncated, _ = env.step(action)
-        agent.observe(
-            Transition(observation, action, reward, next_observation, terminated, truncated)
-        )
-        observation = env.reset()[0] if terminated or truncated else next_observation
+def _agent_with_replay(num_envs: int = 1, steps: int = 200, **kwargs) -> DQNAgent:
+    envs = make_vector_env(lambda: make_env("CartPole-v1"), num_envs)
+    agent = DQNAgent(envs.single_observation_space, envs.single_action_space, seed=0, **kwargs)
+    observations, _ = envs.reset(seed=0)
+    for _ in range(steps // num_envs):
+        actions = agent.act(observations, explore=True)
+        next_observations, rewards, terminated, truncated, infos = envs.step(actions)
+        final = np.array(next_observations)
+        for index in np.flatnonzero(terminated | truncated):
+            final[index] = infos["final_obs"][index]
+        agent.observe(VectorStep(observations, actions, rewards, final, terminated, truncated))
+        observations = np.array(next_observations)
     return agent
+
+
+def _one_step(observation, action, reward, terminated=False) -> VectorStep:
+    return VectorStep(
+        observation[None],
+        np.array([action]),
+        np.array([reward]),
+        observation[None],
+        np.array([terminated]),
+        np.array([False]),
+    )
 
 
 def test_loss_gives_zero_gradient_to_target_network_and_nonzero_to_online():
@@ -43,25 +56,52 @@ def test_acting_path_matches_the_network():
     agent = _agent_with_replay(learning_starts=100, train_freq=100, gradient_steps=4)
     agent.update()  # changes the weights; the numpy copy must follow
     observations = np.random.default_rng(1).normal(size=(8, 4)).astype(np.float32)
-    greedy = [agent.act(o, explore=False) for o in observations]
+    greedy = agent.act(observations, explore=False)  # one batched call for all 8
     np.testing.assert_array_equal(greedy, np.argmax(agent.online(observations).numpy(), axis=-1))
 
 
 def test_training_is_due_every_train_freq_steps_after_warmup():
     agent = _agent_with_replay(learning_starts=100, train_freq=50, gradient_steps=3)
-    # 200 steps observed: due at 200 (a multiple of 50, past 100 warm-up).
-    metrics = agent.update()
-    assert float(metrics["applied_updates"]) == 3.0
-    agent.steps += 1
-    assert agent.update() == {}
+    # Multiples of 50 crossed in 200 steps, from 100 on: 100, 150, 200 -> 3 calls' worth.
+    _, health = agent.update()
+    assert health.applied_updates == 9
+    agent.observe(_one_step(np.zeros(4, np.float32), 0, 1.0))  # step 201: nothing due
+    assert agent.update()[1].gradient_steps == 0
 
 
-def test_cartpole_return_rises_well_above_random(tmp_path):
+def test_a_vector_step_crossing_several_train_freq_multiples_trains_for_each():
+    # 4 envs, train_freq 2, learning_starts 0: each vector step of 4 transitions crosses two
+    # multiples of 2, so every update runs 2 * gradient_steps = 6 gradient steps, as 4 single
+    # steps with N = 1 would (gradient steps per transition kept).
+    agent = _agent_with_replay(
+        num_envs=4, steps=8, learning_starts=0, train_freq=2, gradient_steps=3
+    )
+    agent.update()  # trains for what the first 8 transitions made due
+    agent.observe(
+        VectorStep(
+            np.zeros((4, 4), np.float32),
+            np.zeros(4, np.int64),
+            np.ones(4),
+            np.zeros((4, 4), np.float32),
+            np.zeros(4, bool),
+            np.zeros(4, bool),
+        )
+    )
+    assert agent.update()[1].gradient_steps == 6
+
+
+@pytest.mark.parametrize("num_envs", [1, 4])
+def test_cartpole_return_rises_well_above_random(tmp_path, num_envs):
     # A uniformly random policy averages ~22 steps on CartPole-v1.
     runner = train(
         tmp_path,
         ["gin_configs/dqn/cartpole.gin"],
-        ["Runner.num_steps = 12000", "Runner.eval_interval = 3000", "Runner.eval_episodes = 5"],
+        [
+            "Runner.num_steps = 12000",
+            "Runner.eval_interval = 3000",
+            "Runner.eval_episodes = 5",
+            f"Runner.num_envs = {num_envs}",
+        ],
     )
     assert max(value for _, value in runner.eval_returns) > 100, runner.eval_returns
     scalars = read_scalars(tmp_path)
@@ -75,10 +115,10 @@ def test_soft_target_config_swaps_the_updater_and_updates_every_step(tmp_path):
         ["gin_configs/dqn/cartpole_soft_target.gin"],
         ["Runner.num_steps = 1300", "Runner.eval_interval = 1300", "Runner.eval_episodes = 1"],
     )
-    assert isinstance(runner.agent.learner.target_updater, SoftUpdate)
+    assert isinstance(runner.agent.learner.groups[0].target_updater, SoftUpdate)
     scalars = read_scalars(tmp_path)
-    # Since the log at step 1000: training calls at 1024 and 1280 of 128 gradient steps each;
-    # the EMA target moves after every one of the 256.
+    # Training calls at 1024 and 1280 of 128 gradient steps each; the EMA target moves after
+    # every one of the 256.
     assert scalars["train/target_updates"][-1][1] == 256.0
     online = runner.agent.online.get_weights()
     target = runner.agent.target.get_weights()
@@ -100,7 +140,7 @@ def test_pong_pixel_path_runs(tmp_path):
             "UniformReplay.capacity = 1000",
         ],
     )
-    assert isinstance(runner.env.action_space, gym.spaces.Discrete)
+    assert isinstance(runner.loop.envs.single_action_space, gym.spaces.Discrete)
     stored = runner.agent.replay.sample(4, np.random.default_rng(0))["observation"]
     assert stored.dtype == np.uint8 and stored.shape == (4, 80, 80, 4)
     scalars = read_scalars(tmp_path)
@@ -111,22 +151,23 @@ def test_pong_pixel_path_runs(tmp_path):
 
 def test_evaluation_uses_eval_epsilon_and_training_the_schedule():
     agent = _agent_with_replay(eval_epsilon=1.0)
-    observation = np.zeros(4, np.float32)
-    greedy = int(np.argmax(agent.online(observation[None]).numpy()))
+    observations = np.zeros((200, 4), np.float32)
+    greedy = int(np.argmax(agent.online(observations[:1]).numpy()))
     # eval_epsilon = 1: evaluation acts uniformly at random, so both actions appear.
-    assert {agent.act(observation, explore=False) for _ in range(200)} == {0, 1}
+    assert set(agent.act(observations, explore=False).tolist()) == {0, 1}
     agent.eval_epsilon = 0.0
-    assert {agent.act(observation, explore=False) for _ in range(50)} == {greedy}
+    assert set(agent.act(observations, explore=False).tolist()) == {greedy}
     # Training after the 200 observed steps: epsilon = 1 - 200/10000 * 0.95 = 0.981.
     assert agent.epsilon(agent.steps) == pytest.approx(0.981)
 
 
-def test_start_episode_closes_a_cut_off_episode_in_replay():
+def test_interrupted_episodes_are_closed_in_replay():
     agent = _agent_with_replay(n_step=3)
-    agent.start_episode()  # the 200 steps may have stopped mid-episode too
+    agent.interrupt_episodes()  # the 200 steps may have stopped mid-episode too
     stored = len(agent.replay)
     observation = np.zeros(4, np.float32)
     for _ in range(2):  # two steps of an episode the run then stops in
-        agent.observe(Transition(observation, 0, 1.0, observation, False, False))
-    agent.start_episode()
+        agent.observe(_one_step(observation, 0, 1.0))
+    assert len(agent.replay) == stored  # a 3-step window is still open
+    agent.interrupt_episodes()
     assert len(agent.replay) == stored + 2

@@ -33,12 +33,17 @@ def test_bandit_policy_moves_mass_to_best_arm(tmp_path, means):
     assert probabilities[f"policy/prob_{best}"] > 0.9, probabilities
 
 
-def test_cartpole_return_rises_well_above_random(tmp_path):
+@pytest.mark.parametrize("num_envs", [1, 8])
+def test_cartpole_return_rises_well_above_random(tmp_path, num_envs):
     # A uniformly random policy averages ~22 steps on CartPole-v1.
     runner = train(
         tmp_path,
         ["gin_configs/reinforce/cartpole.gin"],
-        ["Runner.num_steps = 30000", "Runner.eval_interval = 10000"],
+        [
+            "Runner.num_steps = 30000",
+            "Runner.eval_interval = 10000",
+            f"Runner.num_envs = {num_envs}",
+        ],
     )
     best_eval = max(value for _, value in runner.eval_returns)
     assert best_eval > 150, runner.eval_returns

@@ -37,12 +37,15 @@ CASES = {
 }
 
 
+@pytest.mark.parametrize("num_envs", [1, 8])
 @pytest.mark.parametrize("agent", sorted(CASES))
-def test_killed_run_resumes_bitwise_identically(tmp_path, agent):
+def test_killed_run_resumes_bitwise_identically(tmp_path, agent, num_envs):
     gin_file, bindings = CASES[agent]
+    bindings = [*bindings, f"Runner.num_envs = {num_envs}"]
     uninterrupted = cli.start(tmp_path / "uninterrupted", gin_file, bindings)
     killed = cli.start(tmp_path / "killed", gin_file, bindings)
-    cli.kill_after_first_checkpoint(killed, tmp_path / "killed")
+    delay = random.Random(f"{agent}-{num_envs}").uniform(0.0, 0.2)  # a moment after it
+    cli.kill_after_first_checkpoint(killed, tmp_path / "killed", delay)
     stderr = cli.finish(cli.start(tmp_path / "killed", gin_file, bindings))
     cli.finish(uninterrupted)
     assert "Resumed" in stderr

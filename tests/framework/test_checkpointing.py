@@ -5,7 +5,8 @@ import os
 
 import pytest
 
-from framework.checkpointing import CheckpointError, complete_steps
+import experiments
+from framework.checkpointing import complete_steps
 from tests.runs import train
 
 BANDIT = ["gin_configs/reinforce/bandit.gin"]
@@ -41,7 +42,8 @@ def _damage(path: str, how: str) -> None:
     [
         ("ckpt-{step}.data-*", "truncate"),
         ("ckpt-{step}.index", "empty"),
-        ("ckpt-{step}.extras/runner_state.json", "garbage"),
+        ("ckpt-{step}.values.json", "garbage"),
+        ("ckpt-{step}.arrays.npz", "truncate"),
         ("ckpt-{step}.complete", "garbage"),
     ],
 )
@@ -63,12 +65,13 @@ def test_damaged_newest_checkpoint_falls_back_to_previous(tmp_path, pattern, how
 def test_damaged_replay_file_falls_back(tmp_path):
     train(tmp_path, DQN, [*DQN_SHORT, "Runner.num_steps = 400"])
     steps = complete_steps(str(tmp_path / "checkpoints"))
-    newest = tmp_path / "checkpoints" / f"ckpt-{steps[0]}.extras" / "replay.npz"
+    newest = tmp_path / "checkpoints" / f"ckpt-{steps[0]}.arrays.npz"  # the replay's arrays
     _damage(str(newest), "truncate")
     size = os.path.getsize(newest)
     runner = train(tmp_path, DQN, [*DQN_SHORT, "Runner.num_steps = 500"])
     assert runner.state.env_steps == 500
-    (kept,) = (tmp_path / "checkpoints" / "damaged").glob(f"*/{newest.parent.name}/replay.npz")
+    assert runner.restored_step == steps[1]
+    (kept,) = (tmp_path / "checkpoints" / "damaged").glob(f"*/{newest.name}")
     assert os.path.getsize(kept) == size
 
 
@@ -78,7 +81,7 @@ def test_no_usable_checkpoint_is_an_error_that_deletes_nothing(tmp_path):
     for data in glob.glob(str(checkpoints / "*.data-*")):
         _damage(data, "garbage")
     before = _listing(tmp_path)
-    with pytest.raises(CheckpointError) as error:
+    with pytest.raises(experiments.RunError) as error:
         train(tmp_path, BANDIT, [*SHORT, "Runner.num_steps = 300"])
     message = str(error.value)
     assert "ckpt-200" in message and "ckpt-100" in message and "Nothing was deleted" in message

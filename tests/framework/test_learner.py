@@ -2,7 +2,7 @@
 
 Model: prediction w * x, loss = mean((w x - y)^2), gradient dL/dw = mean(2 (w x - y) x).
 With x = [1, 2], y = [1, 1]: dL/dw = 5 w - 3, so an SGD step (lr 0.1) maps w -> 0.5 w + 0.3,
-and from w0 = 2: w_k = 0.6 + 1.4 * 0.5^k, i.e. 2 -> 1.3 -> 0.95 -> 0.775.
+and from w0 = 2: w_k = 0.6 + 1.4 * 0.5^k, i.e. 2 -> 1.3 -> 0.95 -> 0.775 -> 0.6875.
 """
 
 import keras
@@ -10,8 +10,8 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
+from framework.learner import HEALTH_FIELDS, Health, Learner, UpdateGroup, copy_variables
 from framework.parts.gradient_processors import Accumulate
-from framework.learner import Learner
 from framework.parts.target_updaters import HardUpdate, SoftUpdate
 
 X, Y = [1.0, 2.0], [1.0, 1.0]
@@ -26,36 +26,51 @@ def _x_only(xs):
     return {"x": np.asarray(xs, np.float32)}
 
 
-def _linear_learner(w, optimizer=None, **kwargs):
+def _squared_error(w):
     def loss_fn(batch):
         return tf.reduce_mean(tf.square(w * batch["x"] - batch["y"])), {}
 
-    return Learner(loss_fn, [w], optimizer or keras.optimizers.SGD(learning_rate=0.1), **kwargs)
+    return loss_fn
+
+
+def _linear_group(w, optimizer=None, **kwargs):
+    optimizer = optimizer or keras.optimizers.SGD(learning_rate=0.1)
+    return UpdateGroup(_squared_error(w), [w], optimizer, **kwargs)
+
+
+def _linear_learner(w, optimizer=None, batch_spec=None, **kwargs):
+    return Learner(_linear_group(w, optimizer, **kwargs), batch_spec=batch_spec)
+
+
+def _run(learner, batches):
+    metrics, health = learner.run(batches)
+    return metrics, Health.from_tensor(health)
 
 
 def test_one_step_is_plain_sgd():
     w = tf.Variable(2.0)
-    metrics = _linear_learner(w).run(_batches([X], [Y]))
+    metrics, health = _run(_linear_learner(w), _batches([X], [Y]))
     # residual w x - y = [1, 3]: loss = (1 + 9) / 2 = 5, grad = mean(2*1*1, 2*3*2) = 7.
     np.testing.assert_allclose(w.numpy(), 2.0 - 0.1 * 7.0, rtol=1e-6)
     np.testing.assert_allclose(metrics["loss"].numpy(), 5.0, rtol=1e-6)
     np.testing.assert_allclose(metrics["grad_norm"].numpy(), 7.0, rtol=1e-6)
-    assert float(metrics["applied_updates"]) == 1.0
-    assert float(metrics["nonfinite_steps"]) == 0.0
+    assert health == Health(gradient_steps=1, applied_updates=1)
+    assert "applied_updates" not in metrics and "nonfinite_steps" not in metrics
 
 
 def test_k_stacked_batches_run_k_steps_and_average_metrics():
     w = tf.Variable(2.0)
     learner = _linear_learner(w)
-    metrics = learner.run(_batches([X] * 3, [Y] * 3))
+    metrics, health = _run(learner, _batches([X] * 3, [Y] * 3))
     # w: 2 -> 1.3 -> 0.95 -> 0.775 (see the module docstring).
     np.testing.assert_allclose(w.numpy(), 0.775, rtol=1e-6)
     # Losses: 5; residual [0.3, 1.6] -> 1.325; residual [-0.05, 0.9] -> 0.40625. Mean 2.24375.
     np.testing.assert_allclose(metrics["loss"].numpy(), (5.0 + 1.325 + 0.40625) / 3, rtol=1e-5)
     # Grads 7, 3.5, 1.75 (grad = 5 w - 3): averaged, not summed.
     np.testing.assert_allclose(metrics["grad_norm"].numpy(), (7.0 + 3.5 + 1.75) / 3, rtol=1e-5)
-    assert float(metrics["applied_updates"]) == 3.0  # counted, not averaged
+    assert health == Health(gradient_steps=3, applied_updates=3)  # counted, not averaged
     assert int(learner.applied_updates.numpy()) == 3
+    assert int(learner.steps.numpy()) == 3
 
 
 def test_accumulate_applies_once_with_the_summed_gradient():
@@ -63,9 +78,9 @@ def test_accumulate_applies_once_with_the_summed_gradient():
     learner = _linear_learner(w, gradient_processor=Accumulate(steps=2))
     # Both gradients at w = 2: g1 = 7 (as above); x = [0, 1], y = [0, 0]: residual [0, 2],
     # g2 = mean(0, 2*2*1) = 2.  One SGD step on the sum: 2 - 0.1 * (7 + 2) = 1.1.
-    metrics = learner.run(_batches([X, [0.0, 1.0]], [Y, [0.0, 0.0]]))
+    _, health = _run(learner, _batches([X, [0.0, 1.0]], [Y, [0.0, 0.0]]))
     np.testing.assert_allclose(w.numpy(), 1.1, rtol=1e-6)
-    assert float(metrics["applied_updates"]) == 1.0
+    assert health.applied_updates == 1
     assert int(learner.applied_updates.numpy()) == 1
 
 
@@ -74,10 +89,12 @@ def test_hard_update_target_follows_after_applies():
     learner = _linear_learner(
         w, target_updater=HardUpdate(period=2), online_variables=[w], target_variables=[w_target]
     )
-    metrics = learner.run(_batches([X] * 3, [Y] * 3))
+    metrics, _ = _run(learner, _batches([X] * 3, [Y] * 3))
     # Copies after applied update 2 (w = 0.95), not after 1 or 3 (w = 0.775).
     np.testing.assert_allclose(w_target.numpy(), 0.95, rtol=1e-6)
-    assert float(metrics["target_updates"]) == 1.0
+    assert int(metrics["target_updates"]) == 1
+    metrics, _ = _run(learner, _batches([X], [Y]))  # update 4 copies again: cumulative count 2
+    assert int(metrics["target_updates"]) == 2
 
 
 def test_soft_update_target_follows_after_applies():
@@ -85,10 +102,10 @@ def test_soft_update_target_follows_after_applies():
     learner = _linear_learner(
         w, target_updater=SoftUpdate(tau=0.5), online_variables=[w], target_variables=[w_target]
     )
-    metrics = learner.run(_batches([X] * 2, [Y] * 2))
+    metrics, _ = _run(learner, _batches([X] * 2, [Y] * 2))
     # After update 1: 0.5 * 0 + 0.5 * 1.3 = 0.65; after update 2: 0.5 * 0.65 + 0.5 * 0.95 = 0.8.
     np.testing.assert_allclose(w_target.numpy(), 0.8, rtol=1e-6)
-    assert float(metrics["target_updates"]) == 2.0
+    assert int(metrics["target_updates"]) == 2
 
 
 def test_target_moves_only_when_accumulated_update_is_applied():
@@ -100,30 +117,41 @@ def test_target_moves_only_when_accumulated_update_is_applied():
         online_variables=[w],
         target_variables=[w_target],
     )
-    metrics = learner.run(_batches([X], [Y]))
+    metrics, _ = _run(learner, _batches([X], [Y]))
     assert float(w_target.numpy()) == 0.0  # nothing applied yet
-    assert float(metrics["target_updates"]) == 0.0
-    learner.run(_batches([X], [Y]))
+    assert int(metrics["target_updates"]) == 0
+    metrics, _ = _run(learner, _batches([X], [Y]))
     np.testing.assert_allclose(w_target.numpy(), 2.0 - 0.1 * 14.0, rtol=1e-6)  # 2 - lr*(7+7)
+    assert int(metrics["target_updates"]) == 1
 
 
 def test_nonfinite_step_leaves_variables_unchanged():
     w = tf.Variable(2.0)
     learner = _linear_learner(w)
-    metrics = learner.run(_batches([[np.nan, 2.0]], [Y]))
+    _, health = _run(learner, _batches([[np.nan, 2.0]], [Y]))
     assert float(w.numpy()) == 2.0
-    assert float(metrics["nonfinite_steps"]) == 1.0
-    assert float(metrics["applied_updates"]) == 0.0
+    # The NaN input makes the loss NaN too: a non-finite loss, not only gradient.
+    assert health == Health(gradient_steps=1, nonfinite_steps=1, nonfinite_losses=1)
     assert int(learner.applied_updates.numpy()) == 0
 
 
 def test_good_step_after_nonfinite_one_still_applies():
     w = tf.Variable(2.0)
-    metrics = _linear_learner(w).run(_batches([[np.nan, 2.0], X], [Y, Y]))
+    metrics, health = _run(_linear_learner(w), _batches([[np.nan, 2.0], X], [Y, Y]))
     # The NaN step is skipped; the second is the plain first step: 2 - 0.1 * 7.
     np.testing.assert_allclose(w.numpy(), 1.3, rtol=1e-6)
-    assert float(metrics["nonfinite_steps"]) == 1.0
-    assert float(metrics["applied_updates"]) == 1.0
+    np.testing.assert_allclose(metrics["loss"].numpy(), 5.0, rtol=1e-6)  # the good step only
+    assert health.nonfinite_steps == 1
+    assert health.applied_updates == 1
+
+
+def test_overflowed_variable_is_reported():
+    w = tf.Variable(3e38)  # finite, but w * x overflows: loss and gradient are inf
+    _, health = _run(_linear_learner(w), _batches([X], [Y]))
+    assert health.nonfinite_steps == 1 and health.nonfinite_variables == 0
+    w.assign(np.inf)  # as if a finite update had overflowed it
+    _, health = _run(_linear_learner(w), _batches([X], [Y]))
+    assert health.nonfinite_variables == 1
 
 
 def test_no_retracing_for_fresh_batches():
@@ -141,18 +169,30 @@ def test_no_retracing_for_fresh_batches():
     assert int(learner.applied_updates.numpy()) == 50 * 2 + 1 + 3 + 2 + 4
 
 
+def test_batch_spec_traces_exactly_once():
+    w = tf.Variable(0.5)
+    spec = tf.TensorSpec([None, None], tf.float32)  # [steps, batch], both varying
+    learner = _linear_learner(w, batch_spec={"x": spec, "y": spec})
+    rng = np.random.default_rng(0)
+    shapes = [(2, 4)] * 20 + [(1, 3), (3, 5), (2, 8), (4, 1)]
+    for shape in shapes:
+        learner.run(_batches(rng.uniform(size=shape), rng.uniform(size=shape)))
+    assert learner.tracing_count == 1
+    assert int(learner.steps.numpy()) == sum(steps for steps, _ in shapes)
+
+
 def _schedule_learner():
     """loss = mean(v * x) with x = [1, 1]: dL/dv = 1, so each SGD step moves v by exactly -lr."""
     v = tf.Variable(0.0)
     schedule = keras.optimizers.schedules.ExponentialDecay(
         0.1, decay_steps=2, decay_rate=0.5, staircase=True
     )
-    learner = Learner(
+    group = UpdateGroup(
         lambda batch: (tf.reduce_mean(v * batch["x"]), {}),
         [v],
         keras.optimizers.SGD(learning_rate=schedule),
     )
-    return v, learner
+    return v, Learner(group)
 
 
 def test_learning_rate_schedule_is_used_by_the_updates():
@@ -168,32 +208,22 @@ def test_learning_rate_schedule_is_used_by_the_updates():
 
 def test_learning_rate_metric_is_the_rate_used_in_the_step():
     _, learner = _schedule_learner()
-    reported = [float(learner.run(_x_only([[1.0, 1.0]]))["learning_rate"]) for _ in range(5)]
+    reported = [float(learner.run(_x_only([[1.0, 1.0]]))[0]["learning_rate"]) for _ in range(5)]
     # The rates applied (see the test above): 0.1 * 0.5^floor((n - 1) / 2) for n = 1..5.
     np.testing.assert_allclose(reported, [0.1, 0.1, 0.05, 0.05, 0.025], rtol=1e-5)
 
 
-def test_unused_keras_variable_raises_naming_it():
+@pytest.mark.parametrize("make_variable", [keras.Variable, tf.Variable])
+def test_unused_variable_raises_naming_it(make_variable):
     w = tf.Variable(2.0)
-    unused = keras.Variable(1.0, name="unused_weight")
-    learner = Learner(
+    unused = make_variable(1.0, name="unused_weight")
+    group = UpdateGroup(
         lambda batch: (tf.reduce_mean(w * batch["x"]), {}),
         [w, unused],
         keras.optimizers.SGD(learning_rate=0.1),
     )
     with pytest.raises(ValueError, match="unused_weight"):
-        learner.run(_x_only([[1.0]]))
-
-
-def test_unused_tf_variable_raises_naming_it():
-    w, unused = tf.Variable(2.0), tf.Variable(1.0, name="unused_weight")
-    learner = Learner(
-        lambda batch: (tf.reduce_mean(w * batch["x"]), {}),
-        [w, unused],
-        keras.optimizers.SGD(learning_rate=0.1),
-    )
-    with pytest.raises(ValueError, match="unused_weight"):
-        learner.run(_x_only([[1.0]]))
+        Learner(group).run(_x_only([[1.0]]))
 
 
 def test_configured_learning_rate_wins_over_a_restored_one(tmp_path):
@@ -201,9 +231,120 @@ def test_configured_learning_rate_wins_over_a_restored_one(tmp_path):
     # value back over a newly configured one unless the learner puts the config's back.
     w = tf.Variable(1.0)
     saved = _linear_learner(w, optimizer=keras.optimizers.SGD(learning_rate=0.5))
+    saved.run(_batches([X], [Y]))
     path = tf.train.Checkpoint(learner=saved).save(str(tmp_path / "ckpt"))
     resumed = _linear_learner(w, optimizer=keras.optimizers.SGD(learning_rate=0.1))
     tf.train.Checkpoint(learner=resumed).restore(path)
-    assert float(resumed.optimizer.learning_rate) == pytest.approx(0.5)
+    optimizer = resumed.groups[0].optimizer
+    assert float(optimizer.learning_rate) == pytest.approx(0.5)
+    assert int(resumed.steps.numpy()) == 1  # the step count (which drives `every`) is saved
     resumed.restored()
-    assert float(resumed.optimizer.learning_rate) == pytest.approx(0.1)
+    assert float(optimizer.learning_rate) == pytest.approx(0.1)
+
+
+def _two_groups():
+    """Critic: the linear model on `u` (lr 0.1). Actor: loss = v * u on `v` (lr 0.5, every 2),
+    so dL/dv = u, read after the critic's update of the same step."""
+    u, v = tf.Variable(2.0), tf.Variable(1.0)
+    critic = UpdateGroup(
+        _squared_error(u), [u], keras.optimizers.SGD(learning_rate=0.1), name="critic"
+    )
+    actor = UpdateGroup(
+        lambda batch: (v * u, {"u": tf.identity(u)}),
+        [v],
+        keras.optimizers.SGD(learning_rate=0.5),
+        every=2,
+        name="actor",
+    )
+    return u, v, Learner([critic, actor])
+
+
+def test_two_groups_run_in_order_and_the_delayed_one_every_second_step():
+    u, v, learner = _two_groups()
+    metrics, health = _run(learner, _batches([X] * 3, [Y] * 3))
+    # Critic, every step: u 2 -> 1.3 -> 0.95 -> 0.775 (module docstring).
+    np.testing.assert_allclose(u.numpy(), 0.775, rtol=1e-6)
+    # Actor, step 2 only, after the critic's step 2 (u = 0.95): v = 1 - 0.5 * 0.95 = 0.525.
+    # (At step 1 it would give 1 - 0.5 * 1.3 = 0.35; at step 3, 1 - 0.5 * 0.775 = 0.6125.)
+    np.testing.assert_allclose(v.numpy(), 0.525, rtol=1e-6)
+    assert health == Health(gradient_steps=3, applied_updates=3 + 1)
+    # Averages per group over the steps it ran: the critic's 3, the actor's one.
+    np.testing.assert_allclose(metrics["critic/loss"], (5.0 + 1.325 + 0.40625) / 3, rtol=1e-5)
+    np.testing.assert_allclose(metrics["actor/loss"], 1.0 * 0.95, rtol=1e-6)
+    np.testing.assert_allclose(metrics["actor/grad_norm"], 0.95, rtol=1e-6)
+    np.testing.assert_allclose(metrics["actor/u"], 0.95, rtol=1e-6)
+    np.testing.assert_allclose(metrics["critic/learning_rate"], 0.1, rtol=1e-6)
+    np.testing.assert_allclose(metrics["actor/learning_rate"], 0.5, rtol=1e-6)
+    assert int(metrics["actor/target_updates"]) == 0
+    assert not {"loss", "grad_norm", "learning_rate"} & set(metrics)
+
+    # Step 4 (due): u 0.775 -> 0.6875 first, then v = 0.525 - 0.5 * 0.6875 = 0.18125.
+    _, health = _run(learner, _batches([X], [Y]))
+    np.testing.assert_allclose(v.numpy(), 0.18125, rtol=1e-5)
+    assert health.applied_updates == 2
+    # Step 5 (not due): the actor neither moves nor counts as applied.
+    _, health = _run(learner, _batches([X], [Y]))
+    np.testing.assert_allclose(v.numpy(), 0.18125, rtol=1e-5)
+    assert health.applied_updates == 1
+    assert int(learner.applied_updates.numpy()) == 4 + 2 + 1
+
+
+def test_group_validation():
+    w = tf.Variable(1.0)
+    with pytest.raises(ValueError, match="every"):
+        _linear_group(w, every=0)
+    with pytest.raises(ValueError, match="distinct names"):
+        Learner([_linear_group(w), _linear_group(tf.Variable(1.0))])
+
+
+def test_worker_accumulates_pushes_and_pulls_the_global_weights():
+    w_global, w_local = tf.Variable(2.0), tf.Variable(2.0)
+    global_learner = _linear_learner(w_global)  # SGD, lr 0.1
+    worker = _linear_learner(w_local, gradient_processor=Accumulate(steps=2))
+
+    # Gradients at w = 2 (as in the accumulate test above): g1 = 7, then g2 = 2.
+    gradients, push_now, metrics, health = worker.compute_gradients(_batches([X], [Y]))
+    assert not bool(push_now)
+    np.testing.assert_allclose(gradients[0][0], 0.0)  # held back by the accumulator
+    np.testing.assert_allclose(metrics["loss"], 5.0, rtol=1e-6)
+    assert Health.from_tensor(health) == Health(gradient_steps=1)
+    gradients, push_now, _, _ = worker.compute_gradients(_batches([[0.0, 1.0]], [[0.0, 0.0]]))
+    assert bool(push_now)
+    np.testing.assert_allclose(gradients[0][0], 7.0 + 2.0, rtol=1e-6)
+    assert float(w_local.numpy()) == 2.0  # the worker applies nothing
+
+    # The global learner applies the pushed sum: 2 - 0.1 * 9 = 1.1.
+    health = Health.from_tensor(global_learner.apply_gradients(gradients))
+    np.testing.assert_allclose(w_global.numpy(), 1.1, rtol=1e-6)
+    assert health == Health(applied_updates=1)
+    copy_variables([w_global], [w_local])
+    assert float(w_local.numpy()) == float(w_global.numpy())
+
+
+def test_apply_gradients_skips_nonfinite_and_empty_pushes():
+    w = tf.Variable(2.0)
+    learner = _linear_learner(w)
+    health = Health.from_tensor(learner.apply_gradients([[tf.constant(np.nan)]]))
+    assert float(w.numpy()) == 2.0
+    assert health == Health(nonfinite_steps=1)
+    health = Health.from_tensor(learner.apply_gradients([[tf.constant(0.0)]]))  # pushed nothing
+    assert health.applied_updates == 0
+    health = Health.from_tensor(learner.apply_gradients([[tf.constant(7.0)]]))
+    np.testing.assert_allclose(w.numpy(), 2.0 - 0.1 * 7.0, rtol=1e-6)
+    assert health.applied_updates == 1
+    assert learner.tracing_count == 1  # one trace for all three pushes
+
+
+def test_copy_variables_checks_shapes():
+    with pytest.raises(ValueError, match="shape mismatch"):
+        copy_variables([tf.Variable([1.0, 2.0])], [tf.Variable(0.0)])
+    with pytest.raises(ValueError, match="same structure"):
+        copy_variables([tf.Variable(1.0)], [])
+
+
+def test_health_from_tensor_and_sum():
+    first = Health.from_tensor(tf.constant([3, 2, 1, 1, 0], tf.int64))
+    assert first == Health(3, 2, 1, 1, 0)
+    total = first + Health(gradient_steps=1, applied_updates=1, nonfinite_variables=1)
+    assert total == Health(4, 3, 1, 1, 1)
+    assert HEALTH_FIELDS[1] == "applied_updates"

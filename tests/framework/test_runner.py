@@ -1,8 +1,11 @@
 """The runner: same seed, same numbers; a different seed, different numbers; no retracing."""
 
 import numpy as np
+import pytest
 
+from framework.checkpointing import complete_steps
 from framework.event_reader import read_scalars
+from tests.experiments.cli import steps_of
 from tests.runs import train
 
 CARTPOLE_DQN = ["gin_configs/dqn/cartpole.gin"]
@@ -47,3 +50,94 @@ def test_reinforce_learner_traces_once_despite_varying_episode_lengths(tmp_path)
     )
     assert int(runner.agent.learner.applied_updates.numpy()) > 10
     assert runner.agent.learner.tracing_count == 1
+
+
+COUNTING = [
+    "Runner.num_steps = 3000",
+    "Runner.eval_interval = 1100",
+    "Runner.eval_episodes = 1",
+    "Runner.log_interval = 500",
+    "Runner.checkpoint_interval = 700",
+    "Runner.max_checkpoints_to_keep = 10",
+    "DQNAgent.train_freq = 256",
+    "DQNAgent.gradient_steps = 2",
+]
+
+
+def test_cadences_fire_at_the_same_transition_counts_with_eight_envs(tmp_path):
+    one = train(tmp_path / "one", CARTPOLE_DQN, COUNTING)
+    eight = train(tmp_path / "eight", CARTPOLE_DQN, [*COUNTING, "Runner.num_envs = 8"])
+    assert eight.state.env_steps == one.state.env_steps == 3000
+
+    def first_multiple_of_8(steps):
+        return [-(-step // 8) * 8 for step in steps]
+
+    # N = 1: evaluations at 1100, 2200 and the end; N = 8 at the first vector step crossing
+    # each: 1104, 2200, 3000. Likewise logs (504, 1000, ...) and checkpoints (704, 1400, ...).
+    scalars = {name: read_scalars(tmp_path / name) for name in ("one", "eight")}
+    for tag in ("eval/episode_return", "train/steps_per_second"):
+        assert steps_of(scalars["eight"], tag) == first_multiple_of_8(steps_of(scalars["one"], tag))
+    assert steps_of(scalars["one"], "eval/episode_return") == [1100, 2200, 3000]
+    checkpoints = [
+        complete_steps(str(tmp_path / name / "checkpoints")) for name in ("one", "eight")
+    ]
+    assert sorted(checkpoints[0]) == [700, 1400, 2100, 2800, 3000]
+    assert sorted(checkpoints[1]) == first_multiple_of_8(sorted(checkpoints[0]))
+    # Gradient steps per transition are kept: 2 per multiple of 256 crossed after 1000.
+    assert one.state.gradient_steps == eight.state.gradient_steps == 2 * 8
+
+
+SHORT_EPISODES = {  # episodes of at most 20 steps: many truncate, as the resume tests need
+    "dqn": (
+        CARTPOLE_DQN,
+        [
+            "make_env.max_episode_steps = 20",
+            "Runner.eval_interval = 250",
+            "Runner.eval_episodes = 1",
+            "Runner.log_interval = 50",
+            "DQNAgent.learning_starts = 100",
+            "DQNAgent.train_freq = 16",
+            "DQNAgent.gradient_steps = 2",
+        ],
+    ),
+    "reinforce": (
+        ["gin_configs/reinforce/cartpole.gin"],
+        [
+            "make_env.max_episode_steps = 20",
+            "Runner.eval_interval = 250",
+            "Runner.eval_episodes = 1",
+            "Runner.log_interval = 50",
+            "ReinforceAgent.episodes_per_update = 2",
+        ],
+    ),
+}
+
+
+@pytest.mark.parametrize(("agent", "num_envs"), [("dqn", 1), ("dqn", 3), ("reinforce", 1)])
+def test_resume_inside_an_episode_that_later_truncates_and_right_after_a_done(
+    tmp_path, agent, num_envs
+):
+    gin_files, bindings = SHORT_EPISODES[agent]
+    bindings = [*bindings, f"Runner.num_envs = {num_envs}"]
+    total = 600
+    expected = train(tmp_path / "whole", gin_files, [*bindings, f"Runner.num_steps = {total}"])
+    whole = read_scalars(tmp_path / "whole")
+    lengths = dict(whole["train/episode_length"])
+    # A step right after an episode ended, and one 3 vector steps before an episode is
+    # truncated at its 20th step (still inside it).
+    after_done = next(step for step in lengths if step > 150)
+    truncated = next(step for step, length in lengths.items() if length == 20 and step > 300)
+    for name, stop in (("after_done", after_done), ("inside", truncated - 3 * num_envs)):
+        folder = tmp_path / name
+        train(folder, gin_files, [*bindings, f"Runner.num_steps = {stop}"])  # checkpoint at stop
+        resumed = train(folder, gin_files, [*bindings, f"Runner.num_steps = {total}"])
+        assert resumed.restored_step == stop
+        scalars = read_scalars(folder)
+        for tag in ("train/episode_return", "train/episode_length"):
+            assert scalars[tag] == whole[tag], (name, tag)
+        for mine, theirs in zip(_weights(resumed.agent), _weights(expected.agent), strict=True):
+            np.testing.assert_array_equal(mine, theirs, err_msg=name)
+
+
+def _weights(agent) -> list[np.ndarray]:
+    return (agent.online if hasattr(agent, "online") else agent.policy).get_weights()

@@ -1,14 +1,12 @@
-"""UniformReplay: ring storage, n-step assembly, sampling and checkpoints.
+"""UniformReplay: ring storage, per-env n-step assembly, sampling and its state.
 
 Observations are filled with a step id, so a transition is recognised by its observation.
 """
 
-import os
-import re
-
 import numpy as np
 import pytest
 
+from framework.agent import VectorStep
 from framework.parts.replay import ReplayCheckpointError, UniformReplay
 
 SHAPE = (2,)
@@ -18,16 +16,54 @@ def obs(step_id: int) -> np.ndarray:
     return np.full(SHAPE, step_id, np.float32)
 
 
-def add_step(buffer: UniformReplay, step_id: int, reward: float, *, ends: str = "") -> None:
-    """Step `step_id` leads to observation `step_id + 1`; `ends`: '', 'terminated', 'truncated'."""
-    buffer.add(
-        obs(step_id),
-        step_id,
-        reward,
-        obs(step_id + 1),
-        terminated=ends == "terminated",
-        truncated=ends == "truncated",
+def vector_step(
+    obs_ids: list[int],
+    rewards: list[float],
+    next_ids: list[int],
+    *,
+    terminated: list[bool] | None = None,
+    truncated: list[bool] | None = None,
+    actions: np.ndarray | None = None,
+) -> VectorStep:
+    """One vector step over len(obs_ids) envs; the action defaults to the observation id."""
+    no_ends = [False] * len(obs_ids)
+    return VectorStep(
+        observation=np.stack([obs(i) for i in obs_ids]),
+        action=np.array(obs_ids, np.int64) if actions is None else actions,
+        reward=np.array(rewards, np.float32),
+        next_observation=np.stack([obs(i) for i in next_ids]),
+        terminated=np.array(terminated or no_ends),
+        truncated=np.array(truncated or no_ends),
     )
+
+
+def add_step(buffer: UniformReplay, step_id: int, reward: float, *, ends: str = "") -> None:
+    """One env: step `step_id` leads to observation `step_id + 1`; `ends`: '', 'terminated',
+    'truncated'."""
+    buffer.add(
+        vector_step(
+            [step_id],
+            [reward],
+            [step_id + 1],
+            terminated=[ends == "terminated"],
+            truncated=[ends == "truncated"],
+        )
+    )
+
+
+def in_order(buffer: UniformReplay) -> list[tuple[int, float, float, int]]:
+    """The stored transitions in storage order, as (obs id, return, discount, next obs id)."""
+    state = buffer.state()
+    return [
+        (int(o[0]), float(r), float(d), int(n[0]))
+        for o, r, d, n in zip(
+            state["observation"],
+            state["reward"],
+            state["discount"],
+            state["next_observation"],
+            strict=True,
+        )
+    ]
 
 
 def stored(buffer: UniformReplay) -> dict[int, tuple[float, float, int, int]]:
@@ -92,8 +128,9 @@ def test_n_step_returns_across_an_episode_end(ends, tail_discounts):
 
 def test_uint8_observations_stay_uint8():
     buffer = UniformReplay(capacity=4, observation_shape=(3, 3), observation_dtype=np.uint8)
-    frame = np.full((3, 3), 255, np.uint8)
-    buffer.add(frame, 0, 1.0, frame, terminated=False, truncated=False)
+    frame = np.full((1, 3, 3), 255, np.uint8)
+    no = np.zeros(1, bool)
+    buffer.add(VectorStep(frame, np.zeros(1, np.int64), np.ones(1, np.float32), frame, no, no))
     batch = buffer.sample(2, np.random.default_rng(0))
     stack = buffer.sample_stack(2, 2, np.random.default_rng(0))
     for arrays in (batch, stack):
@@ -165,22 +202,23 @@ def test_bad_constructor_arguments_raise(kwargs, name):
         UniformReplay(**args)
 
 
-def test_checkpoint_round_trip_continues_bit_for_bit(tmp_path):
+def test_state_round_trip_continues_bit_for_bit():
     # 13 steps with n=3 into 5 slots: episode 0..5 ends, then 6..12 run on; the window holds
-    # steps 11 and 12 at save time, and the ring has wrapped.
+    # steps 11 and 12 when the state is taken, and the ring has wrapped.
     buffer = UniformReplay(
         capacity=5, observation_shape=SHAPE, observation_dtype=np.float32, n_step=3, gamma=0.9
     )
     for step_id in range(13):
         add_step(buffer, step_id, reward=step_id * 0.1, ends="terminated" if step_id == 5 else "")
-    path = str(tmp_path / "replay.ckpt")
-    buffer.save(path)
-    assert os.listdir(tmp_path) == ["replay.ckpt"]  # no ".tmp" left, no ".npz" appended
+    state = buffer.state()
+    assert all(isinstance(value, np.ndarray) for value in state.values())
+    assert state["pending_env"].tolist() == [0, 0]
+    assert state["pending_observation"][:, 0].tolist() == [11.0, 12.0]
 
     restored = UniformReplay(
         capacity=5, observation_shape=SHAPE, observation_dtype=np.float32, n_step=3, gamma=0.9
     )
-    restored.load(path)
+    restored.load_state(state)
     for replay in (buffer, restored):  # the pending steps 11, 12 complete identically
         add_step(replay, 13, reward=0.7)
         add_step(replay, 14, reward=0.3, ends="truncated")
@@ -192,90 +230,294 @@ def test_checkpoint_round_trip_continues_bit_for_bit(tmp_path):
         np.testing.assert_array_equal(actual[key], expected[key])
 
 
-def damage(path: str, kind: str) -> None:
-    if kind == "missing":
-        os.remove(path)
-        return
-    with open(path, "rb") as f:
-        valid = f.read()
-    contents = {"empty": b"", "truncated": valid[: len(valid) // 2], "garbage": b"\x07junk" * 50}
-    with open(path, "wb") as f:
-        f.write(contents[kind])
+def _drop_cursor(state):
+    del state["cursor"]
 
 
-@pytest.mark.parametrize("kind", ["missing", "empty", "truncated", "garbage"])
-def test_damaged_checkpoint_raises(tmp_path, kind):
-    path = str(tmp_path / "replay.ckpt")
-    filled(5, 3).save(path)
-    damage(path, kind)
-    with pytest.raises(ReplayCheckpointError, match=re.escape(path)):
-        filled(5, 3).load(path)
+def _add_unknown(state):
+    state["extra"] = np.zeros(1)
+
+
+def _reward_as_list(state):
+    state["reward"] = state["reward"].tolist()
+
+
+def _size_not_scalar(state):
+    state["size"] = np.array([3])
+
+
+def _cursor_behind_size(state):
+    state["cursor"] = np.array(1)
 
 
 @pytest.mark.parametrize(
-    "other, detail",
+    "damage, detail",
     [
-        (
-            UniformReplay(
-                capacity=6, observation_shape=SHAPE, observation_dtype=np.float32, gamma=0.9
-            ),
-            "capacity",
-        ),
-        (
-            UniformReplay(
-                capacity=5, observation_shape=(3,), observation_dtype=np.float32, gamma=0.9
-            ),
-            "observation",
-        ),
-        (
-            UniformReplay(
-                capacity=5, observation_shape=SHAPE, observation_dtype=np.uint8, gamma=0.9
-            ),
-            "observation",
-        ),
-        (
-            UniformReplay(
-                capacity=5,
-                observation_shape=SHAPE,
-                observation_dtype=np.float32,
-                n_step=2,
-                gamma=0.9,
-            ),
-            "n_step",
-        ),
+        (_drop_cursor, "cursor"),
+        (_add_unknown, "extra"),
+        (_reward_as_list, "reward is a list"),
+        (_size_not_scalar, "size"),
+        (_cursor_behind_size, "size 3 and cursor 1 are inconsistent"),
     ],
 )
-def test_mismatched_checkpoint_raises_and_leaves_the_buffer_alone(tmp_path, other, detail):
-    path = str(tmp_path / "replay.ckpt")
-    filled(5, 3).save(path)
-    with pytest.raises(ReplayCheckpointError, match=f"{re.escape(path)}.*{detail}"):
-        other.load(path)
+def test_damaged_state_raises(damage, detail):
+    state = filled(5, 3).state()
+    damage(state)
+    with pytest.raises(ReplayCheckpointError, match=f"Cannot load replay state: .*{detail}"):
+        filled(5, 3).load_state(state)
+
+
+@pytest.mark.parametrize(
+    "kwargs, detail",
+    [
+        ({"capacity": 6}, "capacity"),
+        ({"observation_shape": (3,)}, "observation"),
+        ({"observation_dtype": np.uint8}, "observation"),
+        ({"n_step": 2}, "n_step"),
+        ({"gamma": 0.5}, "gamma"),
+        ({"action_shape": (2,)}, "action"),
+        ({"action_dtype": np.float32}, "action"),
+    ],
+)
+def test_mismatched_state_raises_and_leaves_the_buffer_alone(kwargs, detail):
+    args = {"capacity": 5, "observation_shape": SHAPE, "observation_dtype": np.float32}
+    other = UniformReplay(**(args | {"gamma": 0.9} | kwargs))
+    with pytest.raises(ReplayCheckpointError, match=detail):
+        other.load_state(filled(5, 3).state())
     assert len(other) == 0
 
 
-def test_end_episode_stores_a_cut_off_window_as_truncated():
+def test_end_episodes_stores_a_cut_off_window_as_truncated():
     # n=3, gamma=0.5; two steps with rewards 1 and 2, then the run stops mid-episode:
     # first start: 1 + 0.5 * 2 = 2.0, bootstraps with 0.5**2 from the last next_observation;
     # second: 2.0 with discount 0.5. Nothing is left to leak into the next episode.
     buffer = UniformReplay(
-        capacity=10, observation_shape=(1,), observation_dtype=np.float32, n_step=3, gamma=0.5
+        capacity=10, observation_shape=SHAPE, observation_dtype=np.float32, n_step=3, gamma=0.5
     )
     for t, reward in enumerate([1.0, 2.0]):
-        buffer.add([t], 0, reward, [t + 1], terminated=False, truncated=False)
+        buffer.add(vector_step([t], [reward], [t + 1]))
     assert len(buffer) == 0
-    buffer.end_episode()
-    assert len(buffer) == 2
-    batch = buffer.sample(64, np.random.default_rng(0))
-    rows = {
-        (float(o[0]), float(r), float(d), float(n[0]))
-        for o, r, d, n in zip(
-            batch["observation"],
-            batch["reward"],
-            batch["discount"],
-            batch["next_observation"],
-            strict=True,
+    buffer.end_episodes()
+    assert in_order(buffer) == [(0, 2.0, 0.25, 2), (1, 2.0, 0.5, 2)]
+    buffer.add(vector_step([9], [5.0], [10], terminated=[True]))
+    assert in_order(buffer)[2] == (9, 5.0, 0.0, 10)
+
+
+def test_n_step_returns_with_two_envs_ending_at_different_steps():
+    # n=3, gamma=0.5. Env 0 terminates at t=2 (obs 0, 1, 2 -> final 3), then runs 10, 11, 12.
+    # Env 1 truncates at t=3 (obs 100..103 -> final 104), then runs 110, 111.
+    buffer = UniformReplay(
+        capacity=20, observation_shape=SHAPE, observation_dtype=np.float32, n_step=3, gamma=0.5
+    )
+    buffer.add(vector_step([0, 100], [1.0, 10.0], [1, 101]))
+    buffer.add(vector_step([1, 101], [2.0, 20.0], [2, 102]))
+    assert len(buffer) == 0  # both windows hold 2 of 3 steps
+    buffer.add(vector_step([2, 102], [4.0, 40.0], [3, 103], terminated=[True, False]))
+    # Env 0 first, all its starts, discount 0:  0: 1 + 0.5*2 + 0.25*4 = 3;  1: 2 + 0.5*4 = 4;
+    # 2: 4. Then env 1's full window: 100: 10 + 0.5*20 + 0.25*40 = 30, discount 0.5**3.
+    assert in_order(buffer) == [
+        (0, 3.0, 0.0, 3),
+        (1, 4.0, 0.0, 3),
+        (2, 4.0, 0.0, 3),
+        (100, 30.0, 0.125, 103),
+    ]
+    buffer.add(vector_step([10, 103], [8.0, 80.0], [11, 104], truncated=[False, True]))
+    # Env 0's new episode has one step pending. Env 1 truncates and bootstraps from 104:
+    # 101: 20 + 0.5*40 + 0.25*80 = 60 (0.5**3);  102: 40 + 0.5*80 = 80 (0.5**2);  103: 80 (0.5).
+    assert in_order(buffer)[4:] == [
+        (101, 60.0, 0.125, 104),
+        (102, 80.0, 0.25, 104),
+        (103, 80.0, 0.5, 104),
+    ]
+    buffer.add(vector_step([11, 110], [16.0, 160.0], [12, 111]))
+    assert len(buffer) == 7
+    buffer.add(vector_step([12, 111], [32.0, 320.0], [13, 112]))
+    # Only env 0's window is full: 10: 8 + 0.5*16 + 0.25*32 = 24, with no reward (4) from the
+    # episode before.
+    assert in_order(buffer)[7:] == [(10, 24.0, 0.125, 13)]
+    buffer.end_episodes()
+    # Cut off, both bootstrap from their last next obs: 11: 16 + 0.5*32 = 32;  12: 32;
+    # 110: 160 + 0.5*320 = 320, with no reward (80) from env 1's first episode;  111: 320.
+    assert in_order(buffer)[8:] == [
+        (11, 32.0, 0.25, 13),
+        (12, 32.0, 0.5, 13),
+        (110, 320.0, 0.25, 112),
+        (111, 320.0, 0.5, 112),
+    ]
+    # Each transition keeps the action of its first step (here the obs id).
+    state = buffer.state()
+    assert state["action"].tolist() == state["observation"][:, 0].astype(int).tolist()
+    assert len(state["pending_env"]) == 0
+
+
+def test_an_env_window_never_mixes_episodes():
+    # 3 envs, n=4, gamma=1, reward 1 per step: a stored return is its window length k, so
+    # next id - obs id == k. Ids are episode * 1000 + t, so a mixed window changes the
+    # thousands. Episodes end at random, terminated or truncated.
+    rng = np.random.default_rng(5)
+    buffer = UniformReplay(
+        capacity=1000, observation_shape=SHAPE, observation_dtype=np.float32, n_step=4, gamma=1.0
+    )
+    episode, t = [0, 1, 2], [0, 0, 0]
+    terminal_ids, all_ids = set(), set()
+    for _ in range(200):
+        ids = [1000 * e + s for e, s in zip(episode, t, strict=True)]
+        ends = rng.random(3) < 0.2
+        terminated = list(ends & (rng.random(3) < 0.5))
+        buffer.add(
+            vector_step(
+                ids,
+                [1.0] * 3,
+                [i + 1 for i in ids],
+                terminated=terminated,
+                truncated=list(ends & ~np.array(terminated)),
+            )
         )
+        all_ids.update(ids)
+        terminal_ids.update(i + 1 for i, end in zip(ids, terminated, strict=True) if end)
+        for env in np.flatnonzero(ends):
+            episode[env] = max(episode) + 1
+        t = [0 if end else s + 1 for s, end in zip(t, ends, strict=True)]
+    buffer.end_episodes()
+    rows = in_order(buffer)
+    assert sorted(o for o, *_ in rows) == sorted(all_ids)  # each step starts one transition
+    for o, ret, discount, n in rows:
+        assert o // 1000 == n // 1000
+        assert n - o == ret <= 4
+        assert discount == (0.0 if n in terminal_ids else 1.0)
+
+
+def test_continuous_actions_are_stored_and_sampled_exactly():
+    rng = np.random.default_rng(0)
+    buffer = UniformReplay(
+        capacity=50,
+        observation_shape=SHAPE,
+        observation_dtype=np.float32,
+        n_step=2,
+        gamma=0.9,
+        action_shape=(2,),
+        action_dtype=np.float32,
+    )
+    actions = {}
+    for t in range(10):
+        ids = [10 * t, 10 * t + 1]
+        step_actions = rng.normal(size=(2, 2)).astype(np.float32)
+        actions.update(zip(ids, step_actions, strict=True))
+        buffer.add(vector_step(ids, [1.0, 2.0], [i + 10 for i in ids], actions=step_actions))
+    buffer.end_episodes()
+    assert len(buffer) == 20
+    batch = buffer.sample(200, np.random.default_rng(1))
+    assert batch["action"].dtype == np.float32
+    assert batch["action"].shape == (200, 2)
+    for o, action in zip(batch["observation"], batch["action"], strict=True):
+        np.testing.assert_array_equal(action, actions[int(o[0])])  # the window's first action
+    assert buffer.sample_stack(3, 4, np.random.default_rng(1))["action"].shape == (3, 4, 2)
+
+
+TERMINATES = {(7, 1), (11, 0)}  # (t, env)
+TRUNCATES = {(8, 2), (12, 1)}
+
+
+def three_env_step(t: int) -> VectorStep:
+    """Step t of 3 envs; rewards are no binary fractions, so round-off would show."""
+    ids = [10 * t + env for env in range(3)]
+    return vector_step(
+        ids,
+        list(np.random.default_rng(t).normal(size=3)),
+        [i + 10 for i in ids],
+        terminated=[(t, env) in TERMINATES for env in range(3)],
+        truncated=[(t, env) in TRUNCATES for env in range(3)],
+    )
+
+
+def three_env_buffer(**kwargs) -> UniformReplay:
+    """n=3 into 7 slots after 9 steps: the ring has wrapped; env 0 has 2 steps pending (7, 8),
+    env 1 one (8, after its termination at 7), env 2 none (truncated at 8)."""
+    args = {"capacity": 7, "observation_shape": SHAPE, "observation_dtype": np.float32}
+    buffer = UniformReplay(**(args | {"n_step": 3, "gamma": 0.9} | kwargs))
+    for t in range(9):
+        step = three_env_step(t)
+        if "action_shape" in kwargs:  # (2,): the obs id twice
+            step = step._replace(action=np.repeat(step.action[:, None], 2, axis=1))
+        buffer.add(step)
+    return buffer
+
+
+def assert_same_state(actual: dict, expected: dict) -> None:
+    assert actual.keys() == expected.keys()
+    for key in expected:
+        assert actual[key].dtype == expected[key].dtype, key
+        np.testing.assert_array_equal(actual[key], expected[key], err_msg=key)
+
+
+def test_state_round_trip_mid_window_with_three_envs_continues_identically():
+    buffer = three_env_buffer()
+    state = buffer.state()
+    assert set(state) == {
+        "observation",
+        "action",
+        "reward",
+        "discount",
+        "next_observation",
+        "capacity",
+        "n_step",
+        "gamma",
+        "size",
+        "cursor",
+        "num_envs",
+        "pending_env",
+        "pending_observation",
+        "pending_action",
+        "pending_reward",
+        "pending_next_observation",
     }
-    assert rows == {(0.0, 2.0, 0.25, 2.0), (1.0, 2.0, 0.5, 2.0)}
-    buffer.add([9], 0, 5.0, [10], terminated=True, truncated=False)
-    assert len(buffer) == 3
+    assert state["pending_env"].tolist() == [0, 0, 1]
+    assert state["pending_observation"][:, 0].tolist() == [70.0, 80.0, 81.0]
+    for t in range(9, 14):  # the uninterrupted buffer runs on; `state` must not change
+        buffer.add(three_env_step(t))
+    buffer.end_episodes()
+
+    restored = UniformReplay(
+        capacity=7, observation_shape=SHAPE, observation_dtype=np.float32, n_step=3, gamma=0.9
+    )
+    restored.load_state(state)
+    assert_same_state(restored.state(), state)
+    for t in range(9, 14):
+        restored.add(three_env_step(t))
+    restored.end_episodes()
+    assert_same_state(restored.state(), buffer.state())
+    expected = buffer.sample_stack(4, 16, np.random.default_rng(9))
+    actual = restored.sample_stack(4, 16, np.random.default_rng(9))
+    for key in expected:
+        np.testing.assert_array_equal(actual[key], expected[key])
+
+
+def _window_too_long(state: dict) -> dict:
+    """Env 0 holds 2 pending steps; a third one is one more than n_step - 1 allows."""
+    pending = [key for key in state if key.startswith("pending_")]
+    return state | {key: np.concatenate([state[key][:1], state[key]]) for key in pending}
+
+
+@pytest.mark.parametrize(
+    "make_state, detail",
+    [
+        (lambda: three_env_buffer(capacity=8).state(), "capacity is 8 in the state but 7"),
+        (lambda: three_env_buffer(action_shape=(2,)).state(), "action .*action shape"),
+        (lambda: _window_too_long(three_env_buffer().state()), "pending window holds 3 steps"),
+    ],
+)
+def test_load_state_rejects_a_mismatch_and_leaves_the_buffer_unchanged(make_state, detail):
+    buffer = three_env_buffer()
+    before = buffer.state()
+    with pytest.raises(ReplayCheckpointError, match=detail):
+        buffer.load_state(make_state())
+    assert_same_state(buffer.state(), before)
+    buffer.add(three_env_step(9))  # still usable, with its 3 envs
+
+
+def test_a_step_with_another_number_of_envs_raises():
+    buffer = UniformReplay(capacity=10, observation_shape=SHAPE, observation_dtype=np.float32)
+    buffer.add(vector_step([0, 1], [1.0, 1.0], [2, 3]))
+    with pytest.raises(ValueError, match="3 environments, but earlier steps had 2"):
+        buffer.add(vector_step([0, 1, 2], [1.0, 1.0, 1.0], [3, 4, 5]))
+    assert len(buffer) == 2

@@ -1,0 +1,88 @@
+"""The interface between an agent and the loop that drives it; the framework knows no algorithm.
+
+An agent is batched over the N sub-environments of a vector environment: it acts on N
+observations at once and observes the N transitions of one vector step. Its update returns
+metrics (logged, never read by the loop) and a typed `Health` record (read by the loop to stop
+or count non-finite updates). Everything it must keep across a restart is one nested `state()`
+dict, given back to `load_state` after a checkpoint restore.
+"""
+
+import abc
+from typing import Any, NamedTuple
+
+import gymnasium as gym
+import numpy as np
+
+from framework.learner import Health
+
+# A nested dict whose leaves are TF trackables (networks, optimizers, learners: restored in
+# place), numpy arrays, or JSON-able values (both handed back to `load_state`).
+State = dict[str, Any]
+Metrics = dict[str, Any]  # scalar tensors or floats, converted only when logged
+
+
+class VectorStep(NamedTuple):
+    """The N transitions of one step of a vector environment, one row per sub-environment."""
+
+    observation: np.ndarray  # [N, *obs_shape]
+    action: np.ndarray  # [N, *action_shape]
+    reward: np.ndarray  # [N] float
+    next_observation: np.ndarray  # [N, *obs_shape]; the final observation where an episode ended
+    terminated: np.ndarray  # [N] bool: the MDP ended, do not bootstrap
+    truncated: np.ndarray  # [N] bool: cut short (time limit), bootstrap from next_observation
+
+    @property
+    def num_envs(self) -> int:
+        return len(self.reward)
+
+
+class Agent(abc.ABC):
+    """Acts, observes and updates itself; owns its generators, networks, learner and replay.
+
+    `rng` drives training (exploration, sampling); `eval_rng` only evaluation, reseeded before
+    each, so that how often one evaluates never changes the training run.
+    """
+
+    def __init__(self, observation_space: gym.Space, action_space: gym.Space, seed: int):
+        self.observation_space = observation_space
+        self.action_space = action_space
+        self.rng = np.random.default_rng(seed)
+        self.eval_rng = np.random.default_rng(seed)
+
+    @abc.abstractmethod
+    def act(self, observations: np.ndarray, explore: bool) -> np.ndarray:
+        """Actions `[N, ...]` for observations `[N, ...]`; `explore=False` is the eval policy."""
+
+    @abc.abstractmethod
+    def observe(self, step: VectorStep) -> None:
+        """Takes in the N transitions of one vector step."""
+
+    @abc.abstractmethod
+    def update(self) -> tuple[Metrics, Health]:
+        """Runs the learner as often as it is due (maybe never): its metrics and health."""
+
+    def state(self) -> State:
+        """Everything a restart needs; subclasses extend this dict with theirs."""
+        return {"rng": self.rng.bit_generator.state}
+
+    def load_state(self, state: State) -> None:
+        """Takes back what `state()` gave, after its trackables were restored in place;
+        refreshes anything derived from them (acting copies, configured learning rates)."""
+        self.rng.bit_generator.state = state["rng"]
+
+    @abc.abstractmethod
+    def interrupt_episodes(self) -> None:
+        """Every sub-environment restarts without a done (a resume whose environment state
+        could not be saved): close or drop the episodes in flight."""
+
+    def seed_evaluation(self, seed: int) -> None:
+        self.eval_rng = np.random.default_rng(seed)
+
+    def diagnostics(self, observation: np.ndarray) -> dict[str, float]:
+        """Scalars that describe the current policy at one observation (e.g. action probs)."""
+        del observation
+        return {}
+
+    def histogram_variables(self) -> dict[str, Any]:
+        """Variables to log as weight histograms, by name."""
+        return {}

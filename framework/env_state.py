@@ -1,0 +1,431 @@
+"""Saves and restores the complete state of an environment, so a run resumes mid-episode exactly.
+
+A checkpoint taken in the middle of episodes only resumes bitwise when everything that decides the
+next step comes back: physics arrays, `np_random` generator states, wrapper counters and frame
+buffers, the vector env's pending autoresets and the Atari emulator. The state is kept as data
+(arrays, numbers, generator states, the emulator's own serialization) because a pickled
+checkpoint runs code when it is loaded; pickle is only the fallback for an attribute that is
+not data, and `how_saved` tells the caller at start where even that fails, so it can plan to
+start new episodes on resume instead.
+
+`capture` walks the wrapper chain (`env`, `env.env`, ..., `env.unwrapped`) and takes each layer's
+own attributes except configuration (spaces, the env spec, constructor records). Its result is a
+nested dict of JSON values and numpy arrays; tuples, deques, dicts, numpy scalars and generators
+are tagged with `"__kind__"` so `restore` gives them back with their exact Python/numpy types.
+"""
+
+import io
+import json
+import pickle
+import sys
+from collections import deque
+from collections.abc import Callable
+from typing import Any
+
+import gymnasium
+import numpy as np
+from gymnasium.envs.registration import EnvSpec
+from gymnasium.vector import SyncVectorEnv
+
+KIND = "__kind__"
+_ARRAY_REFERENCE = "__array__"
+_SCALAR_TYPES = (type(None), bool, int, float, str)
+# Configuration, rebuilt by constructing the env the same way; never state.
+_CONFIG_TYPES = (gymnasium.Space, EnvSpec)
+# Constructor records, and Wrapper's cache of `spec` (None until `spec` is first read).
+_CONFIG_NAMES = frozenset({"_saved_kwargs", "_ezpickle_args", "_ezpickle_kwargs", "_cached_spec"})
+_CONFIG_ATTRIBUTES: dict[type, frozenset[str]] = {
+    gymnasium.wrappers.TransformObservation: frozenset({"func"}),
+    gymnasium.wrappers.TransformAction: frozenset({"func"}),
+    gymnasium.wrappers.TransformReward: frozenset({"func"}),
+}
+# SyncVectorEnv's own state; its other attributes are configuration or the sub-envs.
+_VECTOR_FIELDS = (
+    "_autoreset_envs",
+    "_env_obs",
+    "_observations",
+    "_rewards",
+    "_terminations",
+    "_truncations",
+)
+_BIT_GENERATORS = frozenset({"PCG64", "PCG64DXSM", "MT19937", "Philox", "SFC64"})
+_RANK = {"data": 0, "ale": 0, "pickle": 1, "none": 2}
+
+
+class EnvStateError(ValueError):
+    """A saved state that does not fit the environment it is restored into."""
+
+
+def pack(state: dict[str, Any]) -> np.ndarray:
+    """A captured state as one uint8 array: its JSON text and its arrays in npz form.
+
+    Which attributes an environment holds changes as it runs (a wrapper's cache fills on the
+    first step), so the checkpoint keeps the state as one opaque leaf, never pickled.
+    """
+    arrays: dict[str, np.ndarray] = {}
+
+    def strip(node: Any) -> Any:
+        if isinstance(node, np.ndarray):
+            arrays[f"array_{len(arrays)}"] = node
+            return {_ARRAY_REFERENCE: f"array_{len(arrays) - 1}"}
+        if isinstance(node, dict):
+            return {key: strip(value) for key, value in node.items()}
+        if isinstance(node, list):
+            return [strip(value) for value in node]
+        return node
+
+    text = json.dumps(strip(state)).encode()
+    buffer = io.BytesIO()
+    np.savez(buffer, json_text=np.frombuffer(text, np.uint8), **arrays)
+    return np.frombuffer(buffer.getvalue(), np.uint8).copy()
+
+
+def unpack(packed: np.ndarray) -> dict[str, Any]:
+    """What `pack` was given (arrays read with pickling refused)."""
+    with np.load(io.BytesIO(packed.tobytes()), allow_pickle=False) as archive:
+        arrays = {name: archive[name] for name in archive.files}
+
+    def fill(node: Any) -> Any:
+        if isinstance(node, dict):
+            if set(node) == {_ARRAY_REFERENCE}:
+                return arrays[node[_ARRAY_REFERENCE]]
+            return {key: fill(value) for key, value in node.items()}
+        if isinstance(node, list):
+            return [fill(value) for value in node]
+        return node
+
+    return fill(json.loads(arrays.pop("json_text").tobytes().decode()))
+
+
+def how_saved(env: gymnasium.Env | gymnasium.vector.VectorEnv) -> tuple[str, str]:
+    """("data" | "pickle" | "none", why): how `capture` would save `env`, from its structure.
+
+    Call it after the env's first reset (some attributes only exist from then on).
+    """
+    worst, culprit, has_ale = "data", None, False
+    for where, layer in _layers(env):
+        for name, value in _attributes(layer).items():
+            kind = _attribute_kind(value)
+            has_ale |= kind == "ale"
+            if _RANK[kind] > _RANK[worst]:
+                worst, culprit = kind, f"attribute {name!r} of {where} holds a {_type_name(value)}"
+    if worst == "none":
+        return (
+            worst,
+            f"The {culprit}, which is neither data nor picklable: the state cannot be saved.",
+        )
+    if worst == "pickle":
+        return worst, f"The {culprit}, which is not data, so it is saved with pickle."
+    emulator = " (the Atari emulator as ALE's own serialized state)" if has_ale else ""
+    return worst, f"Every layer of {_describe(env)} holds only data{emulator}."
+
+
+def capture(env: gymnasium.Env | gymnasium.vector.VectorEnv) -> dict[str, Any]:
+    """The state of `env` (a single env or a SyncVectorEnv): JSON values and numpy arrays only.
+
+    Raises TypeError where `how_saved(env)` is "none".
+    """
+    return {"env": _describe(env), "layers": [_capture_layer(layer) for layer in _chain(env)]}
+
+
+def restore(env: gymnasium.Env | gymnasium.vector.VectorEnv, state: dict[str, Any]) -> None:
+    """Puts a `capture`d state into `env`, built the same way and reset once.
+
+    Stepping `env` then continues exactly as the captured env would have. The whole state is
+    checked before anything is changed: on EnvStateError `env` is untouched.
+    """
+    for apply in _restorers(env, state, ""):
+        apply()
+
+
+# --- Structure -------------------------------------------------------------------------------
+
+
+def _chain(env: Any) -> list[Any]:
+    """The wrapper layers of `env`, outermost first, ending with the unwrapped env."""
+    layers = [env]
+    while isinstance(layers[-1], gymnasium.Wrapper | gymnasium.vector.VectorWrapper):
+        layers.append(layers[-1].env)
+    return layers
+
+
+def _layers(env: Any, prefix: str = "") -> list[tuple[str, Any]]:
+    """Every layer of `env` and of its sub-envs, each with a name for messages."""
+    named = []
+    for layer in _chain(env):
+        named.append((prefix + type(layer).__name__, layer))
+        if isinstance(layer, SyncVectorEnv):
+            for i, sub_env in enumerate(layer.envs):
+                named += _layers(sub_env, f"{prefix}sub-environment {i}'s ")
+    return named
+
+
+def _describe(env: Any) -> str:
+    if isinstance(env, gymnasium.vector.VectorEnv):
+        base = env.unwrapped
+        if isinstance(base, SyncVectorEnv):
+            return f"{type(base).__name__} of {base.num_envs} x {_describe(base.envs[0])}"
+        return type(base).__name__
+    return env.spec.id if env.spec is not None else type(env.unwrapped).__name__
+
+
+def _config_attributes(layer: Any) -> frozenset[str]:
+    names = set(_CONFIG_NAMES)
+    for cls, config in _CONFIG_ATTRIBUTES.items():
+        if isinstance(layer, cls):
+            names |= config
+    ale_py = sys.modules.get("ale_py")
+    if ale_py is not None and isinstance(layer, ale_py.env.AtariEnv):
+        names.add("_action_set")  # ale_py.Action enums: the ROM's minimal action set.
+    return frozenset(names)
+
+
+def _attributes(layer: Any) -> dict[str, Any]:
+    """The layer's own state attributes (for a wrapper, `env` is the link to the next layer)."""
+    if isinstance(layer, SyncVectorEnv):
+        return {name: getattr(layer, name) for name in _VECTOR_FIELDS}
+    config = _config_attributes(layer)
+    if isinstance(layer, gymnasium.Wrapper | gymnasium.vector.VectorWrapper):
+        config |= {"env"}
+    return {
+        name: value
+        for name, value in vars(layer).items()
+        if name not in config and not isinstance(value, _CONFIG_TYPES)
+    }
+
+
+def _is_data(value: Any) -> bool:
+    if type(value) in _SCALAR_TYPES:
+        return True
+    if type(value) is np.ndarray or isinstance(value, np.generic):
+        return not value.dtype.hasobject
+    if isinstance(value, np.random.Generator):
+        return type(value.bit_generator).__name__ in _BIT_GENERATORS
+    if type(value) in (list, tuple, deque):
+        return all(_is_data(item) for item in value)
+    if type(value) is dict:
+        return all(_is_data(key) and _is_data(item) for key, item in value.items())
+    return False
+
+
+def _is_ale(value: Any) -> bool:
+    ale_py = sys.modules.get("ale_py")
+    return ale_py is not None and isinstance(value, ale_py.ALEInterface)
+
+
+def _attribute_kind(value: Any) -> str:
+    if _is_data(value):
+        return "data"
+    if _is_ale(value):
+        return "ale"
+    try:
+        pickle.dumps(value)
+    except Exception:
+        return "none"
+    return "pickle"
+
+
+def _type_name(value: Any) -> str:
+    return f"{type(value).__module__}.{type(value).__qualname__}"
+
+
+# --- Capture ---------------------------------------------------------------------------------
+
+
+def _capture_layer(layer: Any) -> dict[str, Any]:
+    state = {
+        "class": _type_name(layer),
+        "attributes": {
+            name: _capture_attribute(layer, name, value)
+            for name, value in _attributes(layer).items()
+        },
+    }
+    if isinstance(layer, SyncVectorEnv):
+        state["autoreset_mode"] = layer.autoreset_mode.value
+        state["envs"] = [capture(sub_env) for sub_env in layer.envs]
+    return state
+
+
+def _bytes_array(data: bytes) -> np.ndarray:
+    return np.frombuffer(data, dtype=np.uint8).copy()
+
+
+def _capture_attribute(layer: Any, name: str, value: Any) -> Any:
+    kind = _attribute_kind(value)
+    if kind == "data":
+        return _encode(value)
+    if kind == "ale":  # Emulator, sticky-action RNG included; ALE's own binary serialization.
+        return {KIND: "ale", "state": _bytes_array(value.cloneState(include_rng=True).serialize())}
+    if kind == "pickle":
+        return {KIND: "pickle", "bytes": _bytes_array(pickle.dumps(value))}
+    raise TypeError(
+        f"Cannot capture attribute {name!r} of {type(layer).__name__}: it holds a "
+        f"{_type_name(value)}, which is neither data nor picklable (see how_saved)."
+    )
+
+
+def _encode(value: Any) -> Any:
+    if type(value) in _SCALAR_TYPES:
+        return value
+    if type(value) is np.ndarray:
+        return value.copy()  # The env may write into its arrays after the capture.
+    if isinstance(value, np.generic):
+        return {KIND: "numpy_scalar", "value": np.asarray(value)}
+    if isinstance(value, np.random.Generator):
+        return {KIND: "generator", "state": _encode(value.bit_generator.state)}
+    if type(value) is list:
+        return [_encode(item) for item in value]
+    if type(value) is tuple:
+        return {KIND: "tuple", "items": [_encode(item) for item in value]}
+    if type(value) is deque:
+        return {KIND: "deque", "maxlen": value.maxlen, "items": [_encode(item) for item in value]}
+    return {  # A dict; keys are encoded too, as JSON would turn int keys into strings.
+        KIND: "dict",
+        "keys": [_encode(key) for key in value],
+        "values": [_encode(item) for item in value.values()],
+    }
+
+
+# --- Restore ---------------------------------------------------------------------------------
+
+
+def _mismatch(what: str) -> EnvStateError:
+    return EnvStateError(
+        f"The saved environment state does not fit this environment: {what}. Restore it into an "
+        "environment built the same way as the one captured (same id, wrappers and number of "
+        "sub-environments), or start new episodes instead of restoring."
+    )
+
+
+def _field(state: Any, key: str, where: str) -> Any:
+    if not isinstance(state, dict) or key not in state:
+        raise _mismatch(f"the state of {where or 'the environment'} has no {key!r} entry")
+    return state[key]
+
+
+def _restorers(env: Any, state: Any, prefix: str) -> list[Callable[[], None]]:
+    """Checks `state` against `env` and decodes it; returns the steps that write it into `env`."""
+    layers = _chain(env)
+    saved_layers = _field(state, "layers", prefix)
+    saved_classes = [_field(saved, "class", prefix) for saved in saved_layers]
+    classes = [_type_name(layer) for layer in layers]
+    if saved_classes != classes:
+        short = [name.rsplit(".", 1)[-1] for name in saved_classes]
+        raise _mismatch(
+            f"{prefix}the state is of {_field(state, 'env', prefix)!r} with layers "
+            f"{' > '.join(short)}, but this is {_describe(env)!r} with layers "
+            f"{' > '.join(type(layer).__name__ for layer in layers)}"
+        )
+    steps = []
+    for layer, saved in zip(layers, saved_layers, strict=True):
+        where = prefix + type(layer).__name__
+        steps += _layer_restorers(layer, _field(saved, "attributes", where), where)
+        if isinstance(layer, SyncVectorEnv):
+            steps += _vector_restorers(layer, saved, where)
+    return steps
+
+
+def _vector_restorers(vector: SyncVectorEnv, saved: dict, where: str) -> list[Callable[[], None]]:
+    saved_envs = _field(saved, "envs", where)
+    if len(saved_envs) != vector.num_envs:
+        raise _mismatch(
+            f"the state has {len(saved_envs)} sub-environments but {where} has {vector.num_envs}"
+        )
+    mode = _field(saved, "autoreset_mode", where)
+    if mode != vector.autoreset_mode.value:
+        raise _mismatch(
+            f"the state was captured with autoreset mode {mode!r} but {where} uses "
+            f"{vector.autoreset_mode.value!r}"
+        )
+    steps = []
+    for i, (sub_env, sub_state) in enumerate(zip(vector.envs, saved_envs, strict=True)):
+        steps += _restorers(sub_env, sub_state, f"sub-environment {i}'s ")
+    return steps
+
+
+def _layer_restorers(layer: Any, saved: dict, where: str) -> list[Callable[[], None]]:
+    attributes = _attributes(layer)
+    missing = sorted(attributes.keys() - saved.keys())
+    unexpected = sorted(saved.keys() - attributes.keys())
+    if missing or unexpected:
+        raise _mismatch(
+            f"{where} has attributes {missing} that the state lacks and the state has "
+            f"{unexpected} that {where} lacks"
+        )
+    return [
+        _attribute_restorer(layer, name, value, saved[name], where)
+        for name, value in attributes.items()
+    ]
+
+
+def _attribute_restorer(
+    layer: Any, name: str, current: Any, saved: Any, where: str
+) -> Callable[[], None]:
+    kind = _attribute_kind(current)
+    if kind == "none":
+        raise TypeError(
+            f"Cannot restore attribute {name!r} of {where}: it holds a {_type_name(current)}, "
+            "which is neither data nor picklable (see how_saved)."
+        )
+    if kind == "ale":
+        ale_state = sys.modules["ale_py"].ALEState(_tagged(saved, "ale", where)["state"].tobytes())
+        return lambda: current.restoreState(ale_state)
+    if kind == "pickle":  # Only where this env's own structure needs pickle, never otherwise.
+        value = pickle.loads(_tagged(saved, "pickle", where)["bytes"].tobytes())
+        return lambda: setattr(layer, name, value)
+    value = _decode(saved, f"attribute {name!r} of {where}")
+    if isinstance(current, np.random.Generator) and isinstance(value, np.random.Generator):
+        # In place: anything holding this generator keeps drawing from the restored stream.
+        return lambda: setattr(current.bit_generator, "state", value.bit_generator.state)
+    if _fits_in_place(current, value):
+        # In place: a buffer handed out without copying (e.g. `copy=False`) shows the state.
+        return lambda: np.copyto(current, value)
+    return lambda: setattr(layer, name, value)
+
+
+def _fits_in_place(current: Any, value: Any) -> bool:
+    return (
+        type(current) is np.ndarray
+        and type(value) is np.ndarray
+        and current.flags.writeable
+        and current.shape == value.shape
+        and current.dtype == value.dtype
+    )
+
+
+def _tagged(saved: Any, kind: str, where: str) -> dict:
+    if not isinstance(saved, dict) or saved.get(KIND) != kind:
+        found = saved.get(KIND) if isinstance(saved, dict) else type(saved).__name__
+        raise _mismatch(f"{where} holds a value saved as {kind!r} but the state has {found!r}")
+    return saved
+
+
+def _decode(saved: Any, where: str) -> Any:
+    if type(saved) in _SCALAR_TYPES:
+        return saved
+    if isinstance(saved, np.ndarray):
+        return np.array(saved)  # A copy: restoring one state twice must not share arrays.
+    if isinstance(saved, list):
+        return [_decode(item, where) for item in saved]
+    kind = saved.get(KIND) if isinstance(saved, dict) else None
+    if kind == "numpy_scalar":
+        return _field(saved, "value", where)[()]
+    if kind == "generator":
+        return _generator(_decode(_field(saved, "state", where), where), where)
+    if kind in ("tuple", "deque"):
+        items = [_decode(item, where) for item in _field(saved, "items", where)]
+        return tuple(items) if kind == "tuple" else deque(items, _field(saved, "maxlen", where))
+    if kind == "dict":
+        keys = _decode(_field(saved, "keys", where), where)
+        values = _decode(_field(saved, "values", where), where)
+        return dict(zip(keys, values, strict=True))
+    raise _mismatch(f"{where} holds data but the state has a {kind or type(saved).__name__!r}")
+
+
+def _generator(state: dict, where: str) -> np.random.Generator:
+    name = state.get("bit_generator")
+    if name not in _BIT_GENERATORS:
+        raise _mismatch(f"{where} holds a generator but the state names bit generator {name!r}")
+    bit_generator = getattr(np.random, name)()
+    bit_generator.state = state
+    return np.random.Generator(bit_generator)

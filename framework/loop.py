@@ -1,0 +1,121 @@
+"""Steps a vector environment with an agent: act, step, observe. It knows no algorithm and no disk.
+
+A single environment is a vector environment with `num_envs = 1`. Sub-environments reset in the
+same step that ends their episode (gymnasium's `AutoresetMode.SAME_STEP`), so every step the
+agent observes is a real transition: its `next_observation` is the episode's final observation
+where an episode ended (from `infos["final_obs"]`), while the loop carries on from the reset
+one. With gymnasium's default `NEXT_STEP` mode the step after a done would be a reset dressed as
+a transition (Gymnasium#1103); this loop never sees one.
+"""
+
+import dataclasses
+import time
+from collections.abc import Callable
+
+import gymnasium as gym
+import numpy as np
+
+from framework import env_state
+from framework.agent import Agent, State, VectorStep
+
+AUTORESET_MODE = gym.vector.AutoresetMode.SAME_STEP
+
+
+def make_vector_env(env_factory: Callable[[], gym.Env], num_envs: int) -> gym.vector.VectorEnv:
+    """`num_envs` copies of `env_factory()` stepped in turn in this process."""
+    return gym.vector.SyncVectorEnv(
+        [env_factory] * num_envs, copy=False, autoreset_mode=AUTORESET_MODE
+    )
+
+
+@dataclasses.dataclass
+class EndedEpisodes:
+    """The episodes that ended in one vector step."""
+
+    returns: np.ndarray  # [E] float64
+    lengths: np.ndarray  # [E] int64
+
+
+class EnvironmentLoop:
+    """Owns the training vector env, the current observations and per-env episode tallies.
+
+    `seconds` splits the time spent so far between the environment, acting and observing.
+    """
+
+    def __init__(self, envs: gym.vector.VectorEnv, agent: Agent):
+        self.envs = envs
+        self.agent = agent
+        self.num_envs = envs.num_envs
+        self.observations: np.ndarray | None = None
+        self.returns = np.zeros(self.num_envs, np.float64)
+        self.lengths = np.zeros(self.num_envs, np.int64)
+        self.seconds = {"environment": 0.0, "acting": 0.0, "observing": 0.0}
+        self.saved_as, self.why = env_state.how_saved(envs)
+
+    def reset(self, seed: int | None) -> None:
+        """Starts a fresh episode in every sub-env; a seed makes the resets reproducible."""
+        observations, _ = self.envs.reset(seed=seed)
+        self.observations = np.array(observations)
+        self.returns[:] = 0.0
+        self.lengths[:] = 0
+
+    def step(self) -> EndedEpisodes | None:
+        """One vector step: N transitions handed to the agent; the episodes that ended in it."""
+        start = time.perf_counter()
+        actions = self.agent.act(self.observations, explore=True)
+        acted = time.perf_counter()
+        next_observations, rewards, terminated, truncated, infos = self.envs.step(actions)
+        next_observations = np.array(next_observations)  # the env reuses its buffer
+        stepped = time.perf_counter()
+        done = terminated | truncated
+        final_observations = next_observations
+        if done.any():
+            final_observations = next_observations.copy()
+            for index in np.flatnonzero(done):
+                final_observations[index] = infos["final_obs"][index]
+        self.agent.observe(
+            VectorStep(
+                self.observations, actions, rewards, final_observations, terminated, truncated
+            )
+        )
+        self.observations = next_observations
+        self.returns += rewards
+        self.lengths += 1
+        ended = None
+        if done.any():
+            ended = EndedEpisodes(self.returns[done].copy(), self.lengths[done].copy())
+            self.returns[done] = 0.0
+            self.lengths[done] = 0
+        observed = time.perf_counter()
+        self.seconds["acting"] += acted - start
+        self.seconds["environment"] += stepped - acted
+        self.seconds["observing"] += observed - stepped
+        return ended
+
+    def state(self) -> State:
+        """The observations, tallies and environments, so that a resume is exact; without the
+        environments where they cannot be saved (see `saved_as`)."""
+        state = {
+            "observations": self.observations,
+            "returns": self.returns.copy(),
+            "lengths": self.lengths.copy(),
+        }
+        if self.saved_as != "none":
+            state["envs"] = env_state.pack(env_state.capture(self.envs))
+        return state
+
+    def load_state(self, state: State, reset_seed: int) -> bool:
+        """Continues exactly where `state` was taken (True), or, where the environments could
+        not be saved, closes the agent's episodes in flight and starts new ones (False)."""
+        if "envs" not in state:
+            self.agent.interrupt_episodes()
+            self.reset(reset_seed)
+            return False
+        env_state.restore(self.envs, env_state.unpack(state["envs"]))
+        self.observations = np.array(state["observations"])
+        self.returns[:] = state["returns"]
+        self.lengths[:] = state["lengths"]
+        return True
+
+    def close(self) -> None:
+        self.envs.close()

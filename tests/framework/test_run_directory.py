@@ -1,0 +1,117 @@
+"""The run folder's owner: atomic writes, the lock, start records and event writers."""
+
+import glob
+import json
+import os
+import re
+
+import numpy as np
+import pytest
+
+from framework.event_reader import read_scalars
+from framework.run_directory import RunDirectory, RunFolderBusyError, atomic_path, atomic_write
+from framework.summaries import SummaryWriters
+
+
+def _log(base_dir, steps) -> None:
+    writers = SummaryWriters(str(base_dir))
+    for step in steps:
+        writers.scalars("train", step, {"train/x": float(step)})
+    writers.close()
+
+
+def test_atomic_write_replaces_the_content(tmp_path):
+    path = str(tmp_path / "config.gin")
+    atomic_write(path, "old")
+    atomic_write(path, b"new")
+    assert (tmp_path / "config.gin").read_text() == "new"
+    assert os.listdir(tmp_path) == ["config.gin"]
+
+
+def test_a_failed_atomic_write_keeps_the_old_content_and_no_temp_file(tmp_path, monkeypatch):
+    path = str(tmp_path / "metadata.json")
+    atomic_write(path, "old")
+
+    def fail(*args):
+        raise OSError("disk full")
+
+    monkeypatch.setattr(os, "replace", fail)
+    with pytest.raises(OSError, match="disk full"):
+        atomic_write(path, "new")
+    assert (tmp_path / "metadata.json").read_text() == "old"
+    assert os.listdir(tmp_path) == ["metadata.json"]
+
+
+def test_atomic_path_keeps_the_old_file_when_the_writer_fails_midway(tmp_path):
+    path = str(tmp_path / "events.merged.pending")
+    atomic_write(path, "old")
+    with pytest.raises(RuntimeError), atomic_path(path) as temp:
+        with open(temp, "w") as f:
+            f.write("half of the ne")
+        raise RuntimeError("killed")
+    assert (tmp_path / "events.merged.pending").read_text() == "old"
+    assert os.listdir(tmp_path) == ["events.merged.pending"]
+
+
+def test_atomic_path_suits_writers_that_add_an_extension(tmp_path):
+    path = str(tmp_path / "arrays.npz")
+    with atomic_path(path) as temp:
+        np.savez(temp, x=np.arange(3))
+    assert os.listdir(tmp_path) == ["arrays.npz"]
+    with np.load(path) as arrays:
+        assert arrays["x"].tolist() == [0, 1, 2]
+
+
+def test_a_second_lock_on_the_folder_is_refused_naming_it(tmp_path):
+    base = str(tmp_path / "run")
+    with RunDirectory(base).lock():
+        assert os.path.isdir(base)
+        with pytest.raises(RunFolderBusyError, match=re.escape(base)), RunDirectory(base).lock():
+            pass
+    with RunDirectory(base).lock():  # released with the first
+        pass
+
+
+def test_record_start_keeps_a_changed_config_and_lists_every_start(tmp_path):
+    run = RunDirectory(str(tmp_path))
+    run.record_start("steps = 100\n", {"seed": 1}, None)
+    run.record_start("steps = 200\n", {"seed": 1}, 100)
+    run.record_start("steps = 200\n", {"seed": 1}, 200)  # unchanged: nothing more kept
+    assert (tmp_path / "config.gin").read_text() == "steps = 200\n"
+    assert (tmp_path / "config.before-start-2.gin").read_text() == "steps = 100\n"
+    assert sorted(glob.glob(str(tmp_path / "config.before-start-*"))) == [
+        str(tmp_path / "config.before-start-2.gin")
+    ]
+    starts = json.loads((tmp_path / "metadata.json").read_text())["starts"]
+    assert [start["resumed_from_step"] for start in starts] == [None, 100, 200]
+    assert all(start["seed"] == 1 for start in starts)
+    run.write_config("steps = 200\nlate = 1\n")
+    assert (tmp_path / "config.gin").read_text() == "steps = 200\nlate = 1\n"
+
+
+def test_open_writers_from_scratch_sets_earlier_events_aside(tmp_path):
+    _log(tmp_path, range(1, 4))
+    writers = RunDirectory(str(tmp_path)).open_writers(None)
+    writers.scalars("train", 1, {"train/x": 10.0})
+    writers.close()
+    assert read_scalars(str(tmp_path / "train"))["train/x"] == [(1, 10.0)]
+    assert glob.glob(str(tmp_path / "discarded" / "*" / "train" / "*tfevents*"))
+
+
+def test_open_writers_on_resume_supersedes_later_steps(tmp_path):
+    _log(tmp_path, range(1, 11))  # killed at step 10; its checkpoint was at 5
+    writers = RunDirectory(str(tmp_path)).open_writers(5)
+    for step in range(6, 9):
+        writers.scalars("train", step, {"train/x": float(step)})
+    writers.close()
+    steps = [step for step, _ in read_scalars(str(tmp_path))["train/x"]]
+    assert sorted(steps) == list(range(1, 9))
+
+
+def test_checkpoint_store_lives_in_the_checkpoints_folder(tmp_path):
+    run = RunDirectory(str(tmp_path))
+    store = run.checkpoint_store(max_to_keep=2)
+    store.save(1, {"runner": {"steps": 1}})
+    assert run.checkpoint_dir == str(tmp_path / "checkpoints")
+    assert store.complete_steps() == [1]
+    assert store.restore_latest({"runner": {"steps": 0}}) == (1, {"runner": {"steps": 1}})
