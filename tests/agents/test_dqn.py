@@ -7,9 +7,9 @@ import tensorflow as tf
 
 from agents.dqn import DQNAgent
 from framework.agent import VectorStep
+from framework.event_reader import read_scalars
 from framework.loop import make_vector_env
 from framework.parts.environments import make_env
-from framework.event_reader import read_scalars
 from framework.parts.target_updaters import SoftUpdate
 from tests.runs import train
 

@@ -33,7 +33,10 @@ def _in_subprocess(base_dir, bindings) -> subprocess.Popen:
 
 
 def test_two_calls_in_one_process_match_two_separate_processes(tmp_path):
-    separate = {name: _in_subprocess(tmp_path / f"process_{name}", b) for name, b in CONFIGS.items()}
+    separate = {
+        name: _in_subprocess(tmp_path / f"process_{name}", bindings)
+        for name, bindings in CONFIGS.items()
+    }
     in_process = {
         name: experiments.train(BANDIT, bindings, str(tmp_path / f"inline_{name}"))
         for name, bindings in CONFIGS.items()
