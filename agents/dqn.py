@@ -27,6 +27,7 @@ from framework.parts.replay import UniformReplay
 from framework.parts.target_updaters import HardUpdate, TargetUpdater
 from framework.parts.targets import QLearningTarget
 from framework.validation import (
+    require_box_observations,
     require_discrete,
     require_non_negative,
     require_positive,
@@ -68,6 +69,7 @@ class DQNAgent(Agent):
         require_non_negative(self, learning_starts=learning_starts)
         require_unit_interval(self, gamma=gamma, eval_epsilon=eval_epsilon)
         self.num_actions = require_discrete(self, action_space)
+        require_box_observations(self, observation_space)
         self.batch_size = batch_size
         self.learning_starts = learning_starts
         self.train_freq = train_freq
@@ -86,6 +88,12 @@ class DQNAgent(Agent):
             n_step=n_step,
             gamma=gamma,
         )
+        if self.replay.capacity < batch_size:
+            raise ValueError(
+                f"The replay's capacity ({self.replay.capacity}) is below "
+                f"DQNAgent.batch_size ({batch_size}): every batch would repeat transitions. "
+                "Raise UniformReplay.capacity or lower the batch size."
+            )
         observation_dtype = tf.as_dtype(observation_space.dtype)
         self.learner = Learner(
             UpdateGroup(

@@ -20,7 +20,12 @@ from framework.learner import Health, Learner, UpdateGroup
 from framework.parts import networks
 from framework.parts.gradient_processors import GradientProcessor
 from framework.parts.losses import PolicyGradientLoss
-from framework.validation import require_discrete, require_positive, require_unit_interval
+from framework.validation import (
+    require_box_observations,
+    require_discrete,
+    require_positive,
+    require_unit_interval,
+)
 
 
 class Episode(NamedTuple):
@@ -62,6 +67,7 @@ class ReinforceAgent(Agent):
         require_positive(self, episodes_per_update=episodes_per_update)
         require_unit_interval(self, gamma=gamma)
         self.num_actions = require_discrete(self, action_space)
+        require_box_observations(self, observation_space)
         self.gamma = gamma
         self.normalize_returns = normalize_returns
         self.episodes_per_update = episodes_per_update
@@ -168,13 +174,20 @@ class ReinforceAgent(Agent):
     def diagnostics(self, observation: np.ndarray) -> dict[str, float]:
         probs = _softmax(self._policy_numpy(observation[None]))[0]
         entropy = float(-np.sum(probs * np.log(probs + 1e-12)))
-        metrics = {"policy/entropy": entropy}
+        # At one observation (the first sub-env's); train/entropy is the batch mean in updates.
+        metrics = {"policy/entropy_at_observation": entropy}
         if self.num_actions <= 16:
             metrics.update({f"policy/prob_{i}": float(p) for i, p in enumerate(probs)})
         return metrics
 
     def histogram_variables(self) -> dict[str, tf.Variable]:
-        return {v.path: v for v in self.policy.weights}
+        networks = {"policy": self.policy, "baseline": self.baseline}
+        return {
+            f"{name}/{v.path}": v
+            for name, network in networks.items()
+            if network is not None
+            for v in network.weights
+        }
 
 
 def _softmax(logits: np.ndarray) -> np.ndarray:

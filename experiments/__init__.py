@@ -5,10 +5,15 @@ call clears gin and parses its own config, so runs in one process never share bi
 Importing this package is cheap: TensorFlow is imported inside the calls.
 """
 
+import contextlib
 import dataclasses
 import datetime
 import os
-from collections.abc import Sequence
+import re
+import signal
+import threading
+import time
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 DEFAULT_GIN_FILE = "gin_configs/dqn/cartpole.gin"
@@ -18,26 +23,90 @@ class RunError(Exception):
     """Bad input or a failed run, as one paragraph naming the culprit."""
 
 
+class RunStopped(Exception):
+    """Training stopped by SIGTERM or SIGINT after checkpointing; the message says where and
+    how to resume. `exit_code` is the shell's convention: 128 + the signal's number."""
+
+    def __init__(self, message: str, exit_code: int):
+        super().__init__(message)
+        self.exit_code = exit_code
+
+
+@contextlib.contextmanager
+def _stop_on_signals(runner) -> Iterator[None]:
+    """SIGTERM (a scheduler, `docker stop`) and SIGINT (Ctrl-C) ask the runner to stop after
+    the current step and checkpoint it; a second signal is taken only once that is saved.
+
+    Only the main thread can install handlers; elsewhere (a sweep's worker thread) the
+    default behaviour stays.
+    """
+    from absl import logging
+
+    def request_stop(signum: int, frame) -> None:
+        del frame
+        name = signal.Signals(signum).name
+        if runner.stop_requested is None:
+            logging.warning(
+                "%s received: stopping after the current step, with a checkpoint.", name
+            )
+            runner.stop_requested = name
+
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = {number: signal.signal(number, request_stop) for number in _STOP_SIGNALS}
+    try:
+        yield
+    finally:
+        for number, handler in previous.items():
+            signal.signal(number, handler)
+
+
+_STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT)
+
+
 @dataclasses.dataclass
 class TrainResult:
     """What a finished `train` call reports."""
 
     base_dir: str
     eval_returns: list[tuple[int, float]]  # (environment step, mean eval return) of this call
-    final_eval_return: float
-    best_eval_return: float
+    final_eval_return: float  # the last evaluation of this call (NaN if it evaluated none)
+    best_eval_return: float | None  # the best over the whole run, across its starts
     env_steps: int
     resumed_from: int | None  # the checkpoint step this call resumed from, if any
     runner: Any  # the finished framework.runner.Runner, for in-process inspection
 
 
-def default_base_dir(gin_files: Sequence[str], seed: int | None) -> str:
-    """A new folder per call: config family and name, seed, time to the microsecond."""
+def default_base_dir(gin_files: Sequence[str], seed: int | None, env_id: str | None) -> str:
+    """A new folder per call: config family and name, the environment where a binding changed
+    it away from the config's name, seed, time to the microsecond."""
     name = os.path.splitext(os.path.basename(gin_files[-1]))[0]
     family = os.path.basename(os.path.dirname(gin_files[-1])) or "run"
+    if env_id:
+        short = re.sub(r"^ALE/|-v\d+$", "", env_id).lower()
+        if short not in name.lower():
+            name = f"{name}_{env_id.replace('/', '-')}"
     stamp = datetime.datetime.now().strftime("%Y%m%d-%H%M%S-%f")
     suffix = "" if seed is None else f"_seed{seed}"
     return os.path.join("runs", f"{family}_{name}{suffix}_{stamp}")
+
+
+def hparams_group(base_dir: str) -> str:
+    """The HParams session's name: the run folder's, without its seed, so that the seeds of one
+    configuration group together (`dqn_cartpole_seed3_<time>` -> `dqn_cartpole_<time>`)."""
+    name = os.path.basename(os.path.normpath(base_dir))
+    return re.sub(r"_?seed[=_-]?\d+", "", name) or name
+
+
+@dataclasses.dataclass
+class PreparedRun:
+    """A built runner and how it was asked for; `run` trains it."""
+
+    runner: Any  # framework.runner.Runner
+    command: str  # the shell command that trains the same config and seed again
+    declare_hparams: bool = True  # declare the HParams dashboard's columns (sweeps: once)
+    start_afresh: bool = False  # set aside checkpoints the folder lost track of; train anew
 
 
 def build(
@@ -46,7 +115,9 @@ def build(
     base_dir: str | None = None,
     seed: int | None = None,
     strict: bool = False,
-):
+    declare_hparams: bool = True,
+    start_afresh: bool = False,
+) -> PreparedRun:
     """Parses a fresh gin config and builds the runner (environment and agent); writes nothing.
 
     Raises RunError for a bad config, an unknown part or environment, or (with `strict`) a
@@ -59,14 +130,20 @@ def build(
     from framework import config
     from framework.runner import Runner
 
-    bindings = list(bindings)
-    if seed is not None:
-        bindings.append(f"Runner.seed = {seed}")
+    if base_dir is not None and not base_dir.strip():
+        raise RunError(
+            "--base_dir is empty (an unset variable in a job script?). Give the run's folder, "
+            "or leave the flag out for a fresh one under runs/; an empty value would start a "
+            "new run from step 0 at every requeue."
+        )
     try:
-        config.parse(list(gin_files), bindings)
-        runner = Runner(base_dir or default_base_dir(gin_files, seed))
+        config.parse(list(gin_files), list(bindings), seed)
+        base_dir = base_dir or default_base_dir(gin_files, seed, _bound_env_id())
+        runner = Runner(base_dir)
     except (ValueError, ImportError, TypeError, gym.error.Error) as error:
-        raise RunError(" ".join(str(error).split())) from error
+        raise RunError(_without_gin_call_stack(error)) from error
+    except RuntimeError as error:  # gin: a required parameter the config does not bind
+        raise RunError(_required_binding_message(error, gin_files)) from error
     unused = config.unused_bindings()
     for binding in unused:
         logging.warning("Binding %s was never used by any part this config builds.", binding)
@@ -75,7 +152,89 @@ def build(
             f"--strict: these bindings were never used: {', '.join(unused)}. Check their "
             "spelling and scope, or remove them."
         )
-    return runner
+    command = config.command_line(gin_files, bindings, base_dir, seed)
+    return PreparedRun(runner, command, declare_hparams, start_afresh)
+
+
+def _without_gin_call_stack(error: Exception) -> str:
+    """The error in one paragraph, without gin's "In call to configurable ..." trail (the
+    message names the part already); an undefined macro said in words."""
+    text = " ".join(str(error).split())
+    macro = re.search(r"In call to configurable 'macro' \([^)]*\) in scope '([^']+)'", text)
+    if macro:
+        name = macro.group(1)
+        return (
+            f"The config uses the macro %{name}, which it never defines: add a line "
+            f"`{name} = <value>` to a gin file, or fix the name."
+        )
+    return re.sub(r"\s*In call to configurable '[^']*' \([^)]*\)( in scope '[^']*')?", "", text)
+
+
+def _with_config_changes(message: str, folder) -> str:
+    """A checkpoint that does not fit is most often a changed config: say what changed."""
+    import difflib
+
+    import gin
+
+    previous = folder.read_config()
+    if previous is None:
+        return message
+    current = gin.operative_config_str()
+    changed = [
+        line
+        for line in difflib.unified_diff(previous.splitlines(), current.splitlines(), n=0)
+        if line[:1] in "+-"
+        and line[:3] not in ("+++", "---")
+        and line[1:].strip()
+        and not line[1:].lstrip().startswith("#")
+    ]
+    if not changed:
+        return message
+    return (
+        f"The config changed since the checkpoints in {folder.checkpoint_dir} were written, "
+        f"and they do not fit it ({'; '.join(changed)}: - as config.gin has it, + now). "
+        "Resume with the config they were written with, or train the new one in a new "
+        f"--base_dir. In detail: {message}"
+    )
+
+
+def _disk_message(error: OSError) -> str:
+    """One paragraph naming the path and what was being written (disk full, ...)."""
+    from framework.checkpointing import CheckpointWriteError
+    from framework.run_directory import RunFolderError
+
+    if isinstance(error, CheckpointWriteError | RunFolderError):
+        return " ".join(str(error).split())
+    return (
+        f"Could not write {error.filename or 'a file of the run'}: {error.strerror or error}. "
+        "The last complete checkpoint is intact; free the space (or fix the folder) and start "
+        "the same command again to resume from it."
+    )
+
+
+def _required_binding_message(error: RuntimeError, gin_files: Sequence[str]) -> str:
+    found = re.search(r"Required bindings for `(\w+)` not provided in config: \[(.*)\]", str(error))
+    if not found:
+        return " ".join(str(error).split())
+    names = [f"{found.group(1)}.{name.strip(chr(39))}" for name in found.group(2).split(", ")]
+    return (
+        f"The config does not bind {', '.join(names)}, which has no default (gin files: "
+        f"{', '.join(gin_files)}). Every config names at least its agent and environment, "
+        "e.g. `Runner.agent = @DQNAgent`; start from a shipped one (`python -m "
+        "experiments.parts` lists the parts)."
+    )
+
+
+def _bound_env_id() -> str | None:
+    """The environment id the parsed config binds, if it binds one."""
+    import gin
+
+    for selector in ("make_env.env_id", "make_atari_env.env_id"):
+        try:
+            return gin.query_parameter(selector)
+        except ValueError:
+            continue
+    return None
 
 
 def train(
@@ -84,14 +243,20 @@ def train(
     base_dir: str | None = None,
     seed: int | None = None,
     strict: bool = False,
+    declare_hparams: bool = True,
+    start_afresh: bool = False,
 ) -> TrainResult:
     """Trains a config into `base_dir` (a fresh folder under runs/ by default), resuming from
-    its newest complete checkpoint if it has one. Raises RunError on bad input or a failed run."""
-    runner = build(gin_files, bindings, base_dir, seed, strict)
-    return run(runner)
+    its newest complete checkpoint if it has one. Raises RunError on bad input or a failed run.
+
+    `declare_hparams=False` leaves the HParams dashboard's columns to the caller (a sweep
+    declares them once for all its trials). `start_afresh` trains a folder whose records show
+    checkpoints it no longer has from step 0 again, setting what is left aside.
+    """
+    return run(build(gin_files, bindings, base_dir, seed, strict, declare_hparams, start_afresh))
 
 
-def run(runner) -> TrainResult:
+def run(prepared: PreparedRun) -> TrainResult:
     """Trains a built runner under its run folder's lock, recording the start in the folder."""
     import gin
     from absl import logging
@@ -99,34 +264,70 @@ def run(runner) -> TrainResult:
     from framework import config
     from framework.checkpointing import CheckpointError
     from framework.run_directory import RunFolderBusyError
-    from framework.runner import NonFiniteError
+    from framework.runner import NonFiniteError, Stopped
+    from framework.summaries import HParamsSession
 
+    runner = prepared.runner
     folder = runner.run_directory
     logging.info("Run folder: %s (tensorboard --logdir %s)", folder.base_dir, folder.base_dir)
+    start = time.perf_counter()
     try:
         with folder.lock():
-            resumed_from = runner.restore()
-            metadata = config.run_metadata(runner.seed)
+            try:
+                resumed_from = runner.restore(prepared.start_afresh)
+            except CheckpointError as error:
+                raise RunError(_with_config_changes(str(error), folder)) from None
+            metadata = config.run_metadata(prepared.command, runner.seed)
             folder.record_start(gin.operative_config_str(), metadata, resumed_from)
             texts = {
                 "config": gin.markdown(gin.operative_config_str()),
                 "metadata": "\n\n".join(f"{key}: {value}" for key, value in metadata.items()),
             }
+            hparams = HParamsSession(
+                config.bound_hyperparameters(),
+                hparams_group(folder.base_dir),
+                prepared.declare_hparams,
+            )
             try:
-                curve = runner.run(texts, config.operative_hyperparameters())
-            finally:  # parts first called during training now appear in the operative config
+                with _stop_on_signals(runner):
+                    curve = runner.run(texts, hparams)
+            except BaseException:
+                # Parts first called during training appear in the operative config; a
+                # failure to write it must not hide the error that stopped the run.
+                with contextlib.suppress(OSError):
+                    folder.write_config(gin.operative_config_str())
+                raise
+            else:
                 folder.write_config(gin.operative_config_str())
+            finally:
                 runner.close()
+    except Stopped as stop:
+        number = signal.Signals[stop.signal_name].value
+        raise RunStopped(str(stop), 128 + number) from None
     except (NonFiniteError, CheckpointError, RunFolderBusyError) as error:
         raise RunError(str(error)) from error
-    logging.info("Done: %s", folder.base_dir)
+    except OSError as error:  # disk full, a folder that cannot be written
+        raise RunError(_disk_message(error)) from error
+    seconds = time.perf_counter() - start
     returns = [value for _, value in curve]
-    return TrainResult(
+    result = TrainResult(
         base_dir=folder.base_dir,
         eval_returns=curve,
         final_eval_return=returns[-1] if returns else float("nan"),
-        best_eval_return=max(returns) if returns else float("nan"),
+        best_eval_return=runner.state.best_eval_return,
         env_steps=runner.state.env_steps,
         resumed_from=resumed_from,
         runner=runner,
     )
+    if curve:
+        logging.info(
+            "Done: final eval return %.1f, best %.1f, %d environment steps, %.1f s "
+            "(%.0f steps/s in this start); run folder %s",
+            result.final_eval_return,
+            result.best_eval_return,
+            result.env_steps,
+            seconds,
+            (result.env_steps - (resumed_from or 0)) / seconds,
+            folder.base_dir,
+        )
+    return result

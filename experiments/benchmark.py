@@ -34,7 +34,10 @@ flags.DEFINE_integer("parallel", 1, "Runs at once (skews steps/s when > 1).")
 
 def train_once(gin_file: str, bindings: list[str], seed: int) -> dict:
     """Trains one seed in this process; returns timings, the time split and the eval curve."""
-    import agents  # noqa: F401  (TensorFlow's import is not part of the figure)
+    from experiments import quiet
+
+    quiet.import_tensorflow()  # not part of the figure; no banner per seed
+    import agents  # noqa: F401
     import experiments
 
     with tempfile.TemporaryDirectory() as base_dir:

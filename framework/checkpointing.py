@@ -51,6 +51,10 @@ def complete_steps(directory: str) -> list[int]:
     return sorted(steps, reverse=True)
 
 
+class CheckpointWriteError(OSError):
+    """A checkpoint could not be written (disk full, ...): what, where, and what is intact."""
+
+
 class CheckpointError(RuntimeError):
     """No usable checkpoint although some exist; the message lists each one and its problem."""
 
@@ -195,8 +199,29 @@ class CheckpointStore:
         """
         split = _split(state)  # an unsavable leaf fails here, before anything is touched
         prefix = self._prefix(step)
-        os.makedirs(self.directory, exist_ok=True)
-        self._remove(prefix)  # re-saving a step: unmark, then clear the old files
+        try:
+            os.makedirs(self.directory, exist_ok=True)
+            self._remove(prefix)  # re-saving a step: unmark, then clear the old files
+            files = self._write(prefix, step, split)
+        except OSError as error:
+            self._remove(prefix)  # nothing half written stays behind
+            previous = [s for s in self.complete_steps() if s != step]
+            intact = (
+                f"the checkpoint at step {previous[0]} is intact"
+                if previous
+                else "no earlier checkpoint exists"
+            )
+            raise CheckpointWriteError(
+                f"Could not write the checkpoint at step {step} in {self.directory}: "
+                f"{error.strerror or error} ({error.filename or prefix}). Nothing of it was "
+                f"kept and {intact}; free the space (or fix the folder) and start the same "
+                "command again to resume."
+            ) from error
+        self._prune(keep=step)
+        return sum(os.path.getsize(path) for path in [*files, prefix + _MARKER_SUFFIX])
+
+    def _write(self, prefix: str, step: int, split: dict[str, dict[str, Any]]) -> list[str]:
+        """Data first, each file synced, then the marker that makes them count."""
         files = []
         if split["trackables"]:
             _tf_checkpoint(split["trackables"]).write(prefix)
@@ -216,8 +241,28 @@ class CheckpointStore:
             "files": {os.path.relpath(f, self.directory): _sha256(f) for f in files},
         }
         run_directory.atomic_write(prefix + _MARKER_SUFFIX, json.dumps(marker))
-        self._prune(keep=step)
-        return sum(os.path.getsize(path) for path in [*files, prefix + _MARKER_SUFFIX])
+        return files
+
+    def tidy(self) -> None:
+        """Finishes what a killed process left half done, so that the folder stays bounded:
+        prunes complete checkpoints beyond `max_to_keep`, and removes the files of checkpoints
+        that never completed (a killed write) or whose marker a prune had already removed.
+
+        Call it once the run is known to be resumable or new: it never touches a complete
+        checkpoint within `max_to_keep`, but unmarked files are all that is left of a folder
+        whose markers were lost, which the caller must rule out first.
+        """
+        complete = self.complete_steps()
+        if complete:
+            self._prune(keep=complete[0])
+        leftovers = glob.glob(os.path.join(self.directory, "ckpt-*"))
+        leftovers += glob.glob(os.path.join(self.directory, ".tmp.*"))  # atomic writes' temps
+        for path in leftovers:
+            found = re.match(r"ckpt-(\d+)(_temp)?", os.path.basename(path))
+            if found and int(found.group(1)) in complete and not found.group(2):
+                continue
+            logging.warning("Removing %s, left by an interrupted checkpoint write or prune.", path)
+            _delete(path)
 
     def complete_steps(self) -> list[int]:
         return complete_steps(self.directory)
@@ -333,8 +378,12 @@ class CheckpointStore:
         deletes its files."""
         if os.path.exists(prefix + _MARKER_SUFFIX):
             os.remove(prefix + _MARKER_SUFFIX)
-        for path in glob.glob(prefix + ".*"):
-            if os.path.isdir(path):
-                shutil.rmtree(path)
-            else:
-                os.remove(path)
+        for path in glob.glob(prefix + ".*") + glob.glob(prefix + "_temp*"):
+            _delete(path)
+
+
+def _delete(path: str) -> None:
+    if os.path.isdir(path):
+        shutil.rmtree(path)
+    else:
+        os.remove(path)

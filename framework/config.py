@@ -8,12 +8,15 @@ import importlib.resources
 import inspect
 import os
 import re
+import shlex
 import subprocess
 import sys
 from collections.abc import Callable, Iterator, Sequence
 
 import gin
 import gin.resource_reader
+
+from framework import config_sources
 
 
 class ConfigError(ValueError):
@@ -144,8 +147,9 @@ def _missing_include(error: OSError, searched: Sequence[str]) -> str | None:
     )
 
 
-def parse(gin_files: Sequence[str], bindings: Sequence[str]) -> list[str]:
-    """Parses files then bindings (later ones win); returns the resolved file paths.
+def parse(gin_files: Sequence[str], bindings: Sequence[str], seed: int | None = None) -> list[str]:
+    """Parses files, then bindings, then `Runner.seed = seed` (later sources win; within one
+    source a parameter is bound once); returns the resolved file paths.
 
     Every configurable must already be registered (import the agents first), so that an unknown
     name or parameter fails here, before anything is built or written. An `include` resolves
@@ -154,6 +158,12 @@ def parse(gin_files: Sequence[str], bindings: Sequence[str]) -> list[str]:
     folder of a file given.
     """
     resolved = [resolve_gin_file(path) for path in gin_files]
+    seed_binding = None if seed is None else f"Runner.seed = {seed}"
+    try:
+        config_sources.check(resolved, bindings, seed_binding)
+    except ValueError as error:
+        raise ConfigError(str(error)) from error
+    bindings = [*bindings, seed_binding] if seed_binding else list(bindings)
     package = importlib.resources.files("gin_configs")
     folders = [str(package.parent), str(package)]
     folders += [os.path.dirname(os.path.abspath(path)) for path in resolved]
@@ -184,21 +194,46 @@ def unused_bindings() -> list[str]:
     return sorted(unused)
 
 
-def operative_hyperparameters() -> dict[str, bool | int | float | str]:
-    """Every parameter the run used, flattened to `scope/Name.param`, for TensorBoard's HParams
-    dashboard (references and sequences as their text)."""
+def bound_hyperparameters() -> dict[str, bool | int | float | str]:
+    """What the config itself binds (its files and bindings), as `scope/Name.param` -> value,
+    for TensorBoard's HParams dashboard: not every default a part used (a Keras optimizer has
+    dozens), and not the seed, so that the seeds of one configuration compare as one.
+    References and sequences appear as their gin text."""
     values = {}
-    for (scope, selector), parameters in gin.config._OPERATIVE_CONFIG.items():
-        name = f"{scope + '/' if scope else ''}{selector.rsplit('.', 1)[-1]}"
+    for (scope, selector), parameters in gin.config._CONFIG.items():  # no public listing
+        name = f"{scope + '/' if scope else ''}{_readable(selector)}"
         for parameter, value in parameters.items():
+            if (name, parameter) == ("Runner", "seed"):
+                continue
             simple = isinstance(value, bool | int | float | str)
             values[f"{name}.{parameter}"] = value if simple else str(value)
     return values
 
 
-def run_metadata(seed: int) -> dict[str, str]:
-    """What reproduces a run besides its config: command, seed, versions, git commit."""
-    metadata = {"command": " ".join(sys.orig_argv)}
+def _readable(selector: str) -> str:
+    """`Runner`, `DQNAgent`, `networks.mlp`: a class by its name, a function with its module."""
+    parts = selector.split(".")
+    return parts[-1] if parts[-1][:1].isupper() else ".".join(parts[-2:])
+
+
+def command_line(
+    gin_files: Sequence[str], bindings: Sequence[str], base_dir: str, seed: int | None
+) -> str:
+    """The shell command that trains this config again, from any folder: quoted, with absolute
+    paths (a later `--base_dir=...` appended to it wins)."""
+    arguments = [sys.executable, "-m", "experiments.run"]
+    arguments += [f"--gin_file={os.path.abspath(resolve_gin_file(f))}" for f in gin_files]
+    arguments += [f"--gin_bindings={binding}" for binding in bindings]
+    if seed is not None:
+        arguments.append(f"--seed={seed}")
+    arguments.append(f"--base_dir={os.path.abspath(base_dir)}")
+    return shlex.join(arguments)
+
+
+def run_metadata(command: str, seed: int) -> dict[str, str]:
+    """What reproduces a run besides its config: command, working folder, seed, versions, git
+    commit."""
+    metadata = {"command": command, "working_folder": os.getcwd()}
     metadata["seed"] = str(seed)
     metadata["python"] = sys.version.split()[0]
     for package in ("rlframe", "tensorflow", "keras", "gymnasium", "gin-config", "numpy"):

@@ -18,7 +18,7 @@ import keras
 import numpy as np
 import tensorflow as tf
 
-from framework.parts import optimizers  # noqa: F401  (registers the Keras optimizers with gin)
+from framework.parts import optimizers  # also registers the Keras optimizers with gin
 from framework.parts.gradient_processors import GradientProcessor, Identity
 from framework.parts.target_updaters import NoUpdate, TargetUpdater
 
@@ -114,6 +114,7 @@ class Learner(tf.Module):
             raise ValueError(f"Learner: update groups need distinct names, got {names}.")
         self.groups = groups
         for group in groups:
+            optimizers.check_learning_rate(group.optimizer)
             group.optimizer.build(group.variables)
             group.gradient_processor.build(group.variables)
             group.target_updater.check(group.online_variables, group.target_variables)
@@ -214,30 +215,80 @@ class Learner(tf.Module):
             finite = _all_finite(grads)
             pushed = tf.reduce_any([tf.reduce_any(tf.not_equal(g, 0.0)) for g in grads])
             apply_now = tf.logical_and(finite, pushed)
-            tf.cond(
-                apply_now, lambda i=index, g=grads: self._apply(i, g), lambda: tf.constant(False)
+            applies = self._group_updates[index]
+            updated = tf.cond(
+                apply_now,
+                lambda i=index, g=grads, n=applies: self._apply(i, g, n.read_value() + 1),
+                lambda: tf.constant(False),
             )
+            applies.assign_add(tf.cast(apply_now, tf.int64))
+            self._target_updates[index].assign_add(tf.cast(updated, tf.int64))
             applied.append(tf.cast(apply_now, tf.float32))
             nonfinite.append(1.0 - tf.cast(finite, tf.float32))
+        self.applied_updates.assign_add(tf.cast(tf.add_n(applied), tf.int64))
         health = [0.0, tf.add_n(applied), tf.reduce_max(nonfinite), 0.0]
         return tf.cast(tf.stack([*health, self._nonfinite_variables()]), tf.int64)
 
     def _steps(self, batches: Batch, train: bool) -> dict:
-        """Runs the steps over the stacked batches; the sums of what each step returns."""
-        num_steps = tf.shape(tf.nest.flatten(batches)[0])[0]
+        """Runs the steps over the stacked batches; the sums of what each step returns.
 
-        def step_at(index):
-            return self._step(tf.nest.map_structure(lambda x: x[index], batches), train)
+        The counters (learner steps, each group's applies and target updates) travel through
+        the loop as tensors and are written to their variables once per call: a variable
+        write inside the loop costs more than the arithmetic of a small step.
+        """
+        leading = tf.nest.flatten(batches)[0]
+        first_step = self.steps.read_value() + 1
+        applies = [count.read_value() for count in self._group_updates]
 
-        first = step_at(0)
-        if tf.nest.flatten(batches)[0].shape[0] == 1:  # one step (on-policy): no loop needed
-            return first
+        def step_at(index, applies):
+            batch = tf.nest.map_structure(lambda x: x[index], batches)
+            return self._step(batch, first_step + tf.cast(index, tf.int64), applies, train)
 
-        def body(index, totals):
-            return index + 1, tf.nest.map_structure(tf.add, totals, step_at(index))
+        if leading.shape[0] == 1:  # one step (on-policy): no loop needed
+            totals, applies = step_at(0, applies)
+        else:
 
-        _, totals = tf.while_loop(lambda index, _: index < num_steps, body, (1, first))
+            def body(index, applies, totals):
+                outputs, applies = step_at(index, applies)
+                return index + 1, applies, tf.nest.map_structure(tf.add, totals, outputs)
+
+            zeros = tf.nest.map_structure(
+                lambda spec: tf.zeros(spec.shape, spec.dtype), self._totals_spec(batches, train)
+            )
+            num_steps = tf.shape(leading)[0]
+            _, applies, totals = tf.while_loop(
+                lambda index, *_: index < num_steps, body, (0, applies, zeros)
+            )
+        self.steps.assign_add(tf.cast(tf.shape(leading)[0], tf.int64))
+        if train:
+            self.applied_updates.assign_add(tf.cast(totals["health"][1], tf.int64))
+            for index, sums in enumerate(totals["groups"]):
+                self._group_updates[index].assign(applies[index])
+                self._target_updates[index].assign_add(tf.cast(sums["target_updates"], tf.int64))
         return totals
+
+    def _totals_spec(self, batches: Batch, train: bool) -> dict:
+        """The structure `_step` returns, for the loop's zero start: the step's own keys, and
+        each loss's extras from a trace of the loss alone (its forward pass, nothing more)."""
+        batch = tf.nest.map_structure(lambda x: tf.TensorSpec(x.shape[1:], x.dtype), batches)
+        scalar = tf.TensorSpec([], tf.float32)
+        groups = []
+        for group in self.groups:
+            _, extras = tf.function(group.loss_fn).get_concrete_function(batch).structured_outputs
+            names = ["loss", "grad_norm", *extras, *group.gradient_processor.metric_names]
+            spec = {
+                "metrics": {name: scalar for name in names},
+                **dict.fromkeys(("ran", "applied", "nonfinite", "nonfinite_loss"), scalar),
+            }
+            for name, value in extras.items():
+                spec["metrics"][name] = tf.TensorSpec(value.shape, tf.float32)
+            if train:
+                spec["metrics"]["learning_rate"] = scalar
+                spec["target_updates"] = scalar
+            else:
+                spec["gradients"] = [tf.TensorSpec(v.shape, v.dtype) for v in group.variables]
+            groups.append(spec)
+        return {"groups": groups, "health": [scalar] * 4}
 
     def _averages(self, totals: dict) -> Metrics:
         """Per group, over the finite steps in which it ran: a skipped step's NaNs would hide
@@ -250,14 +301,16 @@ class Learner(tf.Module):
             )
         return metrics
 
-    def _step(self, batch: Batch, train: bool) -> dict:
-        """One learner step: each group that is due, in order. Returns per-step counts."""
-        step = self.steps.assign_add(1)
+    def _step(
+        self, batch: Batch, step: tf.Tensor, applies: list[tf.Tensor], train: bool
+    ) -> tuple[dict, list[tf.Tensor]]:
+        """Learner step `step` (from 1): each group that is due, in order. Returns per-step
+        counts and each group's applies so far (its target updater's step)."""
         outputs = []
         for index, group in enumerate(self.groups):
 
             def run_group(index=index):
-                return self._group_step(index, batch, train)
+                return self._group_step(index, batch, applies[index], train)
 
             if group.every == 1:
                 outputs.append(run_group())
@@ -269,9 +322,14 @@ class Learner(tf.Module):
             tf.reduce_max([output["nonfinite"] for output in outputs]),
             tf.reduce_max([output["nonfinite_loss"] for output in outputs]),
         ]
-        return {"groups": outputs, "health": health}
+        if train:
+            applies = [
+                count + tf.cast(output["applied"], tf.int64)
+                for count, output in zip(applies, outputs, strict=True)
+            ]
+        return {"groups": outputs, "health": health}, applies
 
-    def _group_step(self, index: int, batch: Batch, train: bool) -> dict:
+    def _group_step(self, index: int, batch: Batch, applies: tf.Tensor, train: bool) -> dict:
         group = self.groups[index]
         with tf.GradientTape() as tape:
             loss, extras = group.loss_fn(batch)
@@ -280,19 +338,52 @@ class Learner(tf.Module):
         if missing:
             raise ValueError(f"The loss does not depend on these variables: {missing}.")
         finite = _all_finite([loss, *grads])
-        # A non-finite step reaches neither the processor (an accumulation keeps its good
-        # parts) nor the optimizer: the variables keep their last good values and the caller
-        # decides whether to stop or carry on (see `Health.nonfinite_steps`).
-        processed, release, processor_metrics = tf.cond(
-            finite, lambda: self._process(index, grads), lambda: self._skip(index, grads)
-        )
         metrics = {"loss": loss, "grad_norm": tf.linalg.global_norm(grads)}
-        output = {}
         if train:
             metrics["learning_rate"] = tf.identity(group.optimizer.learning_rate)  # this step's
-            tf.cond(release, lambda: self._apply(index, processed), lambda: tf.constant(False))
+
+        # A non-finite step reaches neither the optimizer nor a processor with state (an
+        # accumulation keeps its good parts): the variables keep their last good values and the
+        # caller decides whether to stop or carry on (see `Health.nonfinite_steps`). A branch
+        # costs more than the arithmetic of a small step under XLA, so a stateless processor
+        # (clipping) runs outside it, and a step applies in one branch, not two.
+        processor = group.gradient_processor
+        if not train:
+
+            def process():
+                processed, release, processor_metrics = processor(grads, group.variables)
+                pushed = [tf.where(release, g, tf.zeros_like(g)) for g in processed]
+                return pushed, release, _as_metrics(processor_metrics)
+
+            def skip():
+                nothing = [tf.zeros_like(g) for g in grads]
+                return nothing, tf.constant(False), _zero_metrics(processor)
+
+            result, release, processor_metrics = tf.cond(finite, process, skip)
+        elif processor.variables:
+
+            def process_and_apply():
+                processed, release, processor_metrics = processor(grads, group.variables)
+                updated = tf.cond(
+                    release,
+                    lambda: self._apply(index, processed, applies + 1),
+                    lambda: tf.constant(False),
+                )
+                return updated, release, _as_metrics(processor_metrics)
+
+            def skip():
+                return tf.constant(False), tf.constant(False), _zero_metrics(processor)
+
+            result, release, processor_metrics = tf.cond(finite, process_and_apply, skip)
         else:
-            output["gradients"] = [tf.where(release, g, tf.zeros_like(g)) for g in processed]
+            processed, release, processor_metrics = processor(grads, group.variables)
+            release = tf.logical_and(finite, release)
+            result = tf.cond(
+                release,
+                lambda: self._apply(index, processed, applies + 1),
+                lambda: tf.constant(False),
+            )
+        output = {"target_updates": tf.cast(result, tf.float32)} if train else {"gradients": result}
         metrics = {**metrics, **extras, **processor_metrics}
         return {
             **output,
@@ -306,25 +397,12 @@ class Learner(tf.Module):
             "nonfinite_loss": 1.0 - tf.cast(tf.math.is_finite(loss), tf.float32),
         }
 
-    def _process(self, index: int, grads: list[tf.Tensor]):
-        group = self.groups[index]
-        processed, release, metrics = group.gradient_processor(grads, group.variables)
-        return processed, release, {k: tf.cast(v, tf.float32) for k, v in metrics.items()}
-
-    def _skip(self, index: int, grads: list[tf.Tensor]):
-        metrics = {
-            name: tf.constant(0.0) for name in self.groups[index].gradient_processor.metric_names
-        }
-        return [tf.zeros_like(g) for g in grads], tf.constant(False), metrics
-
-    def _apply(self, index: int, grads: list[tf.Tensor]) -> tf.Tensor:
+    def _apply(self, index: int, grads: list[tf.Tensor], step: tf.Tensor) -> tf.Tensor:
+        """Applies one group's gradients; `step` is this apply's number for its target updater
+        (from 1). Whether the target was updated."""
         group = self.groups[index]
         group.optimizer.apply(grads, group.variables)
-        self.applied_updates.assign_add(1)
-        step = self._group_updates[index].assign_add(1)
-        updated = group.target_updater(group.online_variables, group.target_variables, step)
-        self._target_updates[index].assign_add(tf.cast(updated, tf.int64))
-        return updated
+        return group.target_updater(group.online_variables, group.target_variables, step)
 
     def _nonfinite_variables(self) -> tf.Tensor:
         """1.0 when a finite update still overflowed a variable (caught before any save)."""
@@ -363,6 +441,15 @@ def _when(due: tf.Tensor, fn: Callable[[], dict]) -> dict:
         return tf.nest.map_structure(lambda spec: tf.zeros(spec.shape, spec.dtype), specs[-1])
 
     return tf.cond(due, run, skip)
+
+
+def _as_metrics(metrics: Metrics) -> Metrics:
+    return {name: tf.cast(value, tf.float32) for name, value in metrics.items()}
+
+
+def _zero_metrics(processor: GradientProcessor) -> Metrics:
+    """What a processor reports for a step it did not see."""
+    return {name: tf.constant(0.0) for name in processor.metric_names}
 
 
 def _all_finite(tensors: Sequence[tf.Tensor]) -> tf.Tensor:

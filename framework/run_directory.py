@@ -16,9 +16,11 @@ A crash or kill at any moment leaves every file either as it was or as it was me
 from __future__ import annotations
 
 import contextlib
+import errno
 import fcntl
 import json
 import os
+import time
 from collections.abc import Iterator
 
 from framework import checkpointing, summaries
@@ -66,6 +68,24 @@ class RunFolderBusyError(RuntimeError):
     """Another process holds the run folder's lock."""
 
 
+class RunFolderError(OSError):
+    """The run folder cannot be created or written; the message names it and why."""
+
+
+def _reason(error: OSError) -> str:
+    """What went wrong, in words, with the path that failed."""
+    reasons = {
+        errno.EEXIST: "a file of that name is in the way",
+        errno.ENOTDIR: "a part of the path is a file, not a folder",
+        errno.EROFS: "it is on a read-only filesystem",
+        errno.EACCES: "permission denied",
+        errno.EPERM: "permission denied",
+        errno.ENOSPC: "the disk is full",
+    }
+    reason = reasons.get(error.errno, error.strerror or str(error))
+    return f"{reason} ({error.filename})" if error.filename else reason
+
+
 class RunDirectory:
     """Everything a run keeps under `base_dir`; the only code that decides its layout."""
 
@@ -80,8 +100,15 @@ class RunDirectory:
         The lock belongs to an open file (flock), so the kernel releases it when the process
         dies, however it dies.
         """
-        os.makedirs(self.base_dir, exist_ok=True)
-        with open(os.path.join(self.base_dir, ".lock"), "a") as lock_file:
+        try:
+            os.makedirs(self.base_dir, exist_ok=True)
+            lock_file = open(os.path.join(self.base_dir, ".lock"), "a")  # noqa: SIM115
+        except OSError as error:
+            raise RunFolderError(
+                f"Cannot use {self.base_dir!r} as the run folder: {_reason(error)}. Choose a "
+                "--base_dir that is a folder (or can be created) where this user may write."
+            ) from error
+        with lock_file:
             try:
                 fcntl.flock(lock_file, fcntl.LOCK_EX | fcntl.LOCK_NB)
             except BlockingIOError as error:
@@ -103,8 +130,37 @@ class RunDirectory:
             kept = os.path.join(self.base_dir, f"config.before-start-{len(starts) + 1}.gin")
             atomic_write(kept, previous)
         starts.append({**metadata, "resumed_from_step": resumed_step})
-        atomic_write(self._metadata_path, json.dumps({"starts": starts}, indent=2))
+        self._write_metadata(starts=starts)
         self.write_config(operative_config)
+
+    def record_checkpoint(self, step: int) -> None:
+        """Notes outside checkpoints/ that a checkpoint completed, so that a folder which later
+        lost them is never silently trained again from step 0 (`last_checkpoint`)."""
+        self._write_metadata(last_checkpoint=step)
+
+    def last_checkpoint(self) -> int | None:
+        """The step of the last checkpoint this folder's records say was completed."""
+        text = self._read(self._metadata_path)
+        return None if text is None else json.loads(text).get("last_checkpoint")
+
+    def set_aside_checkpoints(self) -> str:
+        """Moves checkpoints/ (whatever is left of it) to discarded/<time>/; returns where."""
+        target = os.path.join(self.base_dir, "discarded", time.strftime("%Y%m%d-%H%M%S"))
+        os.makedirs(target, exist_ok=True)
+        if os.path.exists(self.checkpoint_dir):
+            os.replace(self.checkpoint_dir, os.path.join(target, "checkpoints"))
+        self._write_metadata(last_checkpoint=None)
+        return target
+
+    def _write_metadata(self, **fields) -> None:
+        text = self._read(self._metadata_path)
+        metadata = {"starts": []} if text is None else json.loads(text)
+        metadata.update(fields)
+        atomic_write(self._metadata_path, json.dumps(metadata, indent=2))
+
+    def read_config(self) -> str | None:
+        """config.gin as the latest start wrote it, or None."""
+        return self._read(self._config_path)
 
     def write_config(self, operative_config: str) -> None:
         """The final config.gin: parts first called during training appear only at the end."""

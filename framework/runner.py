@@ -20,8 +20,10 @@ import tensorflow as tf
 from absl import logging
 
 from framework.agent import Agent, Metrics
+from framework.checkpointing import CheckpointError
 from framework.learner import Health
 from framework.loop import EndedEpisodes, EnvironmentLoop, make_vector_env
+from framework.parts import optimizers
 from framework.parts.environments import make_env
 from framework.run_directory import RunDirectory
 from framework.seeding import (
@@ -30,13 +32,25 @@ from framework.seeding import (
     seed_everything,
     set_global_rng_states,
 )
-from framework.summaries import SummaryWriters
+from framework.summaries import HParamsSession, SummaryWriters
 from framework.validation import require_positive
 
 
 class NonFiniteError(FloatingPointError):
     """A NaN or inf in a loss, gradient or variable; the message names the step and the last
     good checkpoint."""
+
+
+class Stopped(Exception):
+    """Training stopped on request (a signal) after checkpointing the step it had reached."""
+
+    def __init__(self, signal_name: str, step: int, checkpoint_dir: str, save_seconds: float):
+        self.signal_name, self.step = signal_name, step
+        super().__init__(
+            f"stopped by {signal_name} at environment step {step}; its checkpoint is in "
+            f"{checkpoint_dir} (saving took {save_seconds:.2f} s). Run the same command again "
+            "to resume from there."
+        )
 
 
 @dataclasses.dataclass
@@ -49,6 +63,10 @@ class RunnerState:
     applied_updates: int = 0
     skipped_nonfinite_steps: int = 0
     last_checkpoint_step: int = 0
+    best_eval_return: float | None = None
+    # Since the last log, for the bound on skipped non-finite steps.
+    interval_gradient_steps: int = 0
+    interval_skipped_steps: int = 0
 
 
 class Cadence:
@@ -77,6 +95,8 @@ class Runner:
         summed over them.
       skip_nonfinite_updates: skip (and count) updates whose loss or gradient is NaN/inf
         instead of stopping the run.
+      max_skipped_fraction: when skipping, stop once this fraction of a log interval's
+        gradient steps was skipped (1.0: only when every one of them was).
     """
 
     def __init__(
@@ -94,6 +114,7 @@ class Runner:
         histogram_interval: int = 10_000,
         seed: int = 0,
         skip_nonfinite_updates: bool = False,
+        max_skipped_fraction: float = 1.0,
     ):
         require_positive(
             self,
@@ -118,11 +139,19 @@ class Runner:
         self.histogram_interval = histogram_interval
         self.seed = seed
         self.skip_nonfinite_updates = skip_nonfinite_updates
+        if not 0.0 < max_skipped_fraction <= 1.0:
+            raise ValueError(
+                f"Runner.max_skipped_fraction must be in (0, 1], got {max_skipped_fraction}."
+            )
+        self.max_skipped_fraction = max_skipped_fraction
         seed_everything(seed)
         agent_seed, env_seed, self._eval_seed, self._reset_seed = derived_seeds(seed, 4)
         envs = make_vector_env(env_factory, num_envs)
         self.eval_env = env_factory()
+        schedules_before = len(optimizers.schedules_built())
         self.agent = agent(envs.single_observation_space, envs.single_action_space, agent_seed)
+        self.schedules = optimizers.schedules_built()[schedules_before:]
+        self._environment_steps = optimizers.environment_steps()  # None: no schedule reads it
         # Seeded once; every later reset draws from the sub-environments' own generators,
         # whose states each checkpoint saves.
         self.loop = EnvironmentLoop(envs, self.agent)
@@ -136,7 +165,7 @@ class Runner:
         self.state = RunnerState()
         self._store = self.run_directory.checkpoint_store(max_checkpoints_to_keep)
         self._unlogged: Metrics = {}  # the latest learner metrics, logged at the next log step
-        self._health = Health()  # summed since the last log
+        self.stop_requested: str | None = None  # a signal's name: stop after the current step
         self.restored_step: int | None = None  # set by `restore`
         self._restore_attempted = False
         self.eval_returns: list[tuple[int, float]] = []  # (env step, mean return)
@@ -157,10 +186,12 @@ class Runner:
         }
 
     def _save(self, writers: SummaryWriters) -> None:
-        writers.flush()  # what was logged up to this step must survive a kill from here on
+        # What was logged up to this step must survive a kill, and a power loss, from here on.
+        writers.sync()
         self.state.last_checkpoint_step = self.state.env_steps
         start = time.perf_counter()
         size = self._store.save(self.state.env_steps, self._checkpoint_state())
+        self.run_directory.record_checkpoint(self.state.env_steps)
         self.checkpoint_cost = (time.perf_counter() - start, size)
         logging.info(
             "Checkpoint at step %d: %.1f ms, %.2f MB.",
@@ -169,22 +200,34 @@ class Runner:
             size / 1e6,
         )
 
-    def restore(self) -> int | None:
+    def restore(self, start_afresh: bool = False) -> int | None:
         """Restores the newest complete checkpoint in the run folder; returns its step or None.
 
-        `run` calls it if it was not called before; call it first to act on the outcome.
+        `run` calls it if it was not called before; call it first to act on the outcome. A
+        folder whose records show a completed checkpoint but that has none usable any more is
+        an error (CheckpointError), unless `start_afresh`: then the old checkpoints are set
+        aside and training starts from step 0.
         """
         start = time.perf_counter()
         self._restore_attempted = True
         restored = self._store.restore_latest(self._checkpoint_state())
         if restored is None:
+            self._check_nothing_lost(start_afresh)
+            self._store.tidy()  # what a killed first checkpoint write left
             return None
         step, state = restored
-        self.state = RunnerState(**state["runner"])
-        self._unlogged = dict(state["unlogged_metrics"])
-        self.agent.load_state(state["agent"])
-        set_global_rng_states(state["rngs"]["global"])
-        exact = self.loop.load_state(state["loop"], reset_seed=self._reset_seed + step)
+        try:
+            self.state = RunnerState(**state["runner"])
+            self._unlogged = dict(state["unlogged_metrics"])
+            self.agent.load_state(state["agent"])
+            set_global_rng_states(state["rngs"]["global"])
+            exact = self.loop.load_state(state["loop"], reset_seed=self._reset_seed + step)
+        except (ValueError, TypeError, KeyError) as error:
+            raise CheckpointError(
+                f"The checkpoint at step {step} in {self._store.directory} does not fit this "
+                f"run's config: {' '.join(str(error).split())}"
+            ) from error
+        self._store.tidy()
         self.restored_step = step
         self.resume_seconds = time.perf_counter() - start
         logging.info(
@@ -195,6 +238,23 @@ class Runner:
             "" if exact else "; the environment state was not saved, so new episodes start here",
         )
         return step
+
+    def _check_nothing_lost(self, start_afresh: bool) -> None:
+        """A run never silently trains again from step 0 over a folder that had checkpoints."""
+        recorded = self.run_directory.last_checkpoint()
+        if recorded is None:
+            return
+        if not start_afresh:
+            raise CheckpointError(
+                f"The records of {self.run_directory.base_dir} (metadata.json) show a "
+                f"checkpoint completed at step {recorded}, but {self._store.directory} holds "
+                "no complete checkpoint now (deleted, or its completion markers are missing). "
+                "Nothing was deleted and nothing was trained. Put the checkpoints back to "
+                "resume, or start this folder again from step 0 with --start_afresh (the old "
+                "files are set aside in discarded/)."
+            )
+        target = self.run_directory.set_aside_checkpoints()
+        logging.warning("Starting afresh: set the old checkpoints aside in %s.", target)
 
     # ----- evaluation --------------------------------------------------------------------------
 
@@ -220,24 +280,40 @@ class Runner:
     # ----- the schedule ------------------------------------------------------------------------
 
     def run(
-        self,
-        texts: dict[str, str] | None = None,
-        hyperparameters: dict[str, bool | int | float | str] | None = None,
+        self, texts: dict[str, str] | None = None, hparams: HParamsSession | None = None
     ) -> list[tuple[int, float]]:
-        """Trains to `num_steps` (resuming if the folder has a checkpoint); returns the eval curve.
+        """Trains to `num_steps` (resuming if the folder has a checkpoint); returns the eval
+        curve of this start.
 
-        `texts` and `hyperparameters` are logged once, when the run starts from scratch.
+        `texts` and `hparams` are logged once, when the run starts from scratch.
         """
         if not self._restore_attempted:
             self.restore()
+        if self.state.env_steps >= self.num_steps:
+            logging.info(
+                "This run finished at environment step %d (Runner.num_steps = %d); nothing to "
+                "train. To train it longer, start it again with a larger Runner.num_steps, "
+                "e.g. --gin_bindings='Runner.num_steps = %d' and the same --base_dir.",
+                self.state.env_steps,
+                self.num_steps,
+                2 * self.num_steps,
+            )
+            return self.eval_returns
         resumed = self.restored_step is not None
+        for schedule in self.schedules:
+            logging.info("Learning rate (train/learning_rate): %s.", schedule.describe())
         writers = self.run_directory.open_writers(self.restored_step)
         try:
             if not resumed:  # a resumed run keeps the texts of its start
-                for name, text in (texts or {}).items():
+                texts = dict(texts or {})
+                if self.schedules:
+                    texts["learning_rate_schedule"] = "\n\n".join(
+                        schedule.describe() for schedule in self.schedules
+                    )
+                for name, text in texts.items():
                     writers.text(name, text)
-                if hyperparameters:
-                    writers.hparams(hyperparameters)
+                if hparams:
+                    writers.hparams(hparams)
             self._train(writers)
         finally:
             writers.close()
@@ -250,10 +326,12 @@ class Runner:
         evaluation = Cadence(self.eval_interval, state.env_steps)
         checkpoint = Cadence(self.checkpoint_interval, state.env_steps)
         progress = _Progress(state.env_steps)
-        while state.env_steps < self.num_steps:
+        while state.env_steps < self.num_steps and self.stop_requested is None:
             ended = self.loop.step()
             state.env_steps += self.num_envs
             start = time.perf_counter()
+            if self._environment_steps is not None:  # read by learning-rate schedules
+                self._environment_steps.assign(state.env_steps)
             metrics, health = self.agent.update()
             self.seconds["learner"] += time.perf_counter() - start
             if health.gradient_steps:
@@ -275,15 +353,34 @@ class Runner:
                 start = time.perf_counter()
                 self._save(writers)
                 self.seconds["logging and checkpoints"] += time.perf_counter() - start
+        if self.stop_requested is not None:
+            self._stop(writers)
+
+    def _stop(self, writers: SummaryWriters) -> None:
+        """Checkpoints the step reached (unless it just did) and says where the run stopped."""
+        if self.state.last_checkpoint_step != self.state.env_steps:
+            self._save(writers)
+        raise Stopped(
+            self.stop_requested,
+            self.state.env_steps,
+            self._store.directory,
+            self.checkpoint_cost[0] if self.checkpoint_cost else 0.0,
+        )
 
     def _account(self, metrics: Metrics, health: Health) -> None:
-        """Stops on a NaN/inf loss or gradient (unless skipping them) or variable (always)."""
+        """Stops on a NaN/inf loss or gradient (unless skipping them) or variable (always).
+
+        A call whose every step was skipped has no metrics worth logging (they would read 0).
+        """
+        state = self.state
+        state.gradient_steps += health.gradient_steps
+        state.applied_updates += health.applied_updates
+        state.skipped_nonfinite_steps += health.nonfinite_steps
+        state.interval_gradient_steps += health.gradient_steps
+        state.interval_skipped_steps += health.nonfinite_steps
         self._check_finite(health)
-        self._health += health
-        self.state.gradient_steps += health.gradient_steps
-        self.state.applied_updates += health.applied_updates
-        self.state.skipped_nonfinite_steps += health.nonfinite_steps
-        self._unlogged = metrics
+        if health.nonfinite_steps < health.gradient_steps:
+            self._unlogged = metrics
 
     def _log_episodes(
         self, writers: SummaryWriters, ended: EndedEpisodes, progress: "_Progress"
@@ -312,8 +409,9 @@ class Runner:
             episodes=self.state.episodes,
             gradient_steps=self.state.gradient_steps,
             applied_updates=self.state.applied_updates,
-            skipped_nonfinite_steps=self.state.skipped_nonfinite_steps,
         )
+        if self.state.skipped_nonfinite_steps or step >= self.num_steps:  # noise when zero
+            scalars["skipped_nonfinite_steps"] = self.state.skipped_nonfinite_steps
         scalars = {f"train/{name}": value for name, value in scalars.items()}
         scalars.update(self.agent.diagnostics(self.loop.observations[0]))
         writers.scalars("train", step, scalars)
@@ -328,33 +426,61 @@ class Runner:
         )
         progress.last_step, progress.last_time = step, now
         self._unlogged = {}
-        self._health = Health()
+        self._check_skipped_fraction()
+        self.state.interval_gradient_steps = self.state.interval_skipped_steps = 0
 
     def _evaluate_and_log(self, writers: SummaryWriters) -> None:
         mean, std, length = self.evaluate()
-        self.eval_returns.append((self.state.env_steps, mean))
+        step = self.state.env_steps
+        self.eval_returns.append((step, mean))
+        best = self.state.best_eval_return
+        self.state.best_eval_return = mean if best is None else max(best, mean)
         writers.scalars(
             "eval",
-            self.state.env_steps,
+            step,
             {
                 "eval/episode_return": mean,
                 "eval/episode_return_std": std,
                 "eval/episode_length": length,
+                "eval/best_episode_return": self.state.best_eval_return,
             },
+        )
+        logging.info(
+            "eval at step %d: return %.1f +- %.1f over %d episodes (best so far %.1f)",
+            step,
+            mean,
+            std,
+            self.eval_episodes,
+            self.state.best_eval_return,
         )
 
     def _check_finite(self, health: Health) -> None:
         step = self.state.env_steps
         if health.nonfinite_variables:
-            what = f"Non-finite variables at environment step {step}, after a finite update."
-        elif health.nonfinite_steps and not self.skip_nonfinite_updates:
-            culprit = "loss" if health.nonfinite_losses else "gradient"
-            what = (
-                f"Non-finite {culprit} at environment step {step} in {health.nonfinite_steps} "
-                f"of the learner's {health.gradient_steps} steps; those steps were not applied."
+            self._raise_nonfinite(
+                f"Non-finite variables at environment step {step}, after a finite update."
             )
-        else:
-            return
+        if health.nonfinite_steps and not self.skip_nonfinite_updates:
+            culprit = "loss" if health.nonfinite_losses else "gradient"
+            bad, total = health.nonfinite_steps, health.gradient_steps
+            self._raise_nonfinite(
+                f"Non-finite {culprit} at environment step {step}: {bad} of the {total} gradient "
+                f"steps of this learner call had a NaN or inf and were not applied; the other "
+                f"{total - bad} were ({health.applied_updates} optimizer updates)."
+            )
+
+    def _check_skipped_fraction(self) -> None:
+        """With skipping on, a run that skips (nearly) everything is failing, not training."""
+        total, skipped = self.state.interval_gradient_steps, self.state.interval_skipped_steps
+        if total and skipped / total >= self.max_skipped_fraction:
+            self._raise_nonfinite(
+                f"{skipped} of the {total} gradient steps in the log interval up to environment "
+                f"step {self.state.env_steps} had a NaN or inf loss or gradient and were skipped "
+                f"(Runner.max_skipped_fraction = {self.max_skipped_fraction}); none of them was "
+                "applied."
+            )
+
+    def _raise_nonfinite(self, what: str) -> None:
         last = self.state.last_checkpoint_step
         last_good = (
             f"the last good checkpoint is at step {last} in {self._store.directory}"
@@ -364,7 +490,7 @@ class Runner:
         raise NonFiniteError(
             f"{what} No checkpoint was written from this state; {last_good}. Lower the learning "
             "rate or clip gradients; Runner.skip_nonfinite_updates = True skips updates with a "
-            "non-finite loss or gradient instead."
+            "non-finite loss or gradient instead (up to Runner.max_skipped_fraction of them)."
         )
 
     def time_split(self) -> dict[str, float]:

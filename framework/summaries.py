@@ -1,5 +1,6 @@
 """TensorBoard output: one writer per split, and continuous curves across resumes."""
 
+import dataclasses
 import glob
 import os
 import time
@@ -12,16 +13,33 @@ from tensorboard.plugins.hparams import api as hp
 from framework import run_directory
 from framework.event_reader import read_events
 
-SPLITS = ("train", "eval")
+# "" is the run folder itself: it holds the run's HParams session, whose metrics live in eval/.
+SPLITS = ("", "train", "eval")
 _PENDING_SUFFIX = ".pending"  # no "tfevents" in the name: TensorBoard ignores it
+# The HParams dashboard's metrics: the final and the best evaluation return.
+HPARAMS_METRICS = (
+    ("eval/episode_return", "final eval return"),
+    ("eval/best_episode_return", "best eval return"),
+)
+
+
+@dataclasses.dataclass
+class HParamsSession:
+    """A run's entry in TensorBoard's HParams dashboard."""
+
+    values: dict[str, bool | int | float | str]  # the hyperparameters the config binds
+    group: str  # the session's name; the seeds of one configuration share it
+    declare_columns: bool = True  # also write the dashboard's columns (a sweep does it once)
 
 
 class SummaryWriters:
     """`train/` and `eval/` writers under a run's base directory; tags are written as given."""
 
     def __init__(self, base_dir: str):
+        self._directories = [os.path.join(base_dir, split) for split in SPLITS]
         self._writers = {
-            split: tf.summary.create_file_writer(os.path.join(base_dir, split)) for split in SPLITS
+            split: tf.summary.create_file_writer(directory)
+            for split, directory in zip(SPLITS, self._directories, strict=True)
         }
 
     def scalars(self, split: str, step: int, values: dict[str, float]) -> None:
@@ -38,14 +56,30 @@ class SummaryWriters:
         with self._writers["train"].as_default(step=step):
             tf.summary.text(name, text)
 
-    def hparams(self, values: dict[str, bool | int | float | str]) -> None:
-        """The run's hyperparameters, for comparing runs in TensorBoard's HParams dashboard."""
-        with self._writers["train"].as_default(step=0):
-            hp.hparams(values)
+    def hparams(self, session: HParamsSession) -> None:
+        """The run's hyperparameters as an HParams session, with the eval returns (final and
+        best) as its metrics, read from eval/."""
+        with self._writers[""].as_default(step=0):
+            if session.declare_columns:
+                hp.hparams_config(
+                    hparams=[hp.HParam(name) for name in sorted(session.values)],
+                    metrics=[
+                        hp.Metric(tag, group="eval", display_name=name)
+                        for tag, name in HPARAMS_METRICS
+                    ],
+                )
+            hp.hparams(session.values, trial_id=session.group)
 
     def flush(self) -> None:
         for writer in self._writers.values():
             writer.flush()
+
+    def sync(self) -> None:
+        """Flushes and fsyncs every event file, before a checkpoint marks this step done."""
+        self.flush()
+        for directory in self._directories:
+            for path in glob.glob(os.path.join(directory, "*tfevents*")):
+                run_directory.fsync(path)
 
     def close(self) -> None:
         for writer in self._writers.values():
@@ -54,17 +88,25 @@ class SummaryWriters:
 
 def set_aside_events(base_dir: str) -> None:
     """A run starting from scratch in a folder with event files (an earlier start that never
-    completed a checkpoint, or a reused folder) moves them to `discarded/<time>/`, not away."""
-    originals = glob.glob(os.path.join(base_dir, "*", "*tfevents*"))
-    originals = [p for p in originals if os.path.basename(os.path.dirname(p)) in SPLITS]
+    completed a checkpoint, or a reused folder) moves them to `discarded/<time>/`, not away,
+    renamed so that neither TensorBoard nor an event reader takes them for a run's events."""
+    originals = [
+        path for split in SPLITS for path in glob.glob(os.path.join(base_dir, split, "*tfevents*"))
+    ]
     if not originals:
         return
     target = os.path.join(base_dir, "discarded", time.strftime("%Y%m%d-%H%M%S"))
     for path in originals:
-        split_dir = os.path.join(target, os.path.basename(os.path.dirname(path)))
-        os.makedirs(split_dir, exist_ok=True)
-        os.replace(path, os.path.join(split_dir, os.path.basename(path)))
+        split = os.path.relpath(os.path.dirname(path), base_dir)
+        _set_aside(path, os.path.join(target, split))
     logging.warning("Starting afresh: moved the earlier event files to %s.", target)
+
+
+def _set_aside(path: str, folder: str) -> None:
+    """Moves an event file into `folder`, its name no longer matching `*tfevents*`."""
+    os.makedirs(folder, exist_ok=True)
+    name = os.path.basename(path).replace("tfevents", "set-aside-events")
+    os.replace(path, os.path.join(folder, name))
 
 
 def supersede_events_after(base_dir: str, step: int) -> None:
@@ -102,9 +144,7 @@ def supersede_events_after(base_dir: str, step: int) -> None:
                 writer.write(event.SerializeToString())
         for path in originals:
             if path in damaged:
-                target = os.path.join(base_dir, "discarded", "damaged", split)
-                os.makedirs(target, exist_ok=True)
-                os.replace(path, os.path.join(target, os.path.basename(path)))
+                _set_aside(path, os.path.join(base_dir, "discarded", "damaged", split))
             else:
                 os.remove(path)
         os.replace(pending, final)

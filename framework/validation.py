@@ -1,27 +1,45 @@
-"""Argument checks that fail at construction with a message naming the parameter."""
+"""Argument checks that fail at construction with a message naming the parameter.
+
+Gin passes whatever a config writes: `Runner.num_steps = 'abc'`, `= None`, `= 1500.5` or `= True`
+must each fail here, naming `Runner.num_steps` and what is allowed, not later as "'<' not
+supported between instances of 'str' and 'int'".
+"""
+
+import numbers
 
 import gymnasium as gym
 
 
+def _describe(value: object) -> str:
+    return f"{value!r} ({type(value).__name__})"
+
+
 def require_positive(owner: object, **values: int) -> None:
-    """Raises ValueError naming `Owner.name` for any value below 1."""
+    """Raises ValueError naming `Owner.name` for anything but an integer of at least 1."""
     for name, value in values.items():
-        if value < 1:
-            raise ValueError(f"{type(owner).__name__}.{name} must be >= 1, got {value}.")
+        if not _is_integer(value) or value < 1:
+            raise ValueError(
+                f"{type(owner).__name__}.{name} must be an integer >= 1, got {_describe(value)}."
+            )
 
 
-def require_non_negative(owner: object, **values: float) -> None:
-    """Raises ValueError naming `Owner.name` for any negative value."""
+def require_non_negative(owner: object, **values: int) -> None:
+    """Raises ValueError naming `Owner.name` for anything but an integer of at least 0."""
     for name, value in values.items():
-        if value < 0:
-            raise ValueError(f"{type(owner).__name__}.{name} must be >= 0, got {value}.")
+        if not _is_integer(value) or value < 0:
+            raise ValueError(
+                f"{type(owner).__name__}.{name} must be an integer >= 0, got {_describe(value)}."
+            )
 
 
 def require_unit_interval(owner: object, **values: float) -> None:
-    """Raises ValueError naming `Owner.name` for any value outside [0, 1]."""
+    """Raises ValueError naming `Owner.name` for anything but a number in [0, 1]."""
     for name, value in values.items():
-        if not 0.0 <= value <= 1.0:
-            raise ValueError(f"{type(owner).__name__}.{name} must be in [0, 1], got {value}.")
+        if not _is_number(value) or not 0.0 <= value <= 1.0:
+            raise ValueError(
+                f"{type(owner).__name__}.{name} must be a number in [0, 1], got "
+                f"{_describe(value)}."
+            )
 
 
 def require_discrete(owner: object, space: gym.Space) -> int:
@@ -32,3 +50,24 @@ def require_discrete(owner: object, space: gym.Space) -> int:
             "environment with discrete actions or an agent for continuous ones."
         )
     return int(space.n)
+
+
+def require_box_observations(owner: object, space: gym.Space) -> tuple[int, ...]:
+    """The shape of a Box observation space; a clear error for Discrete, Tuple, Dict, ..."""
+    if not isinstance(space, gym.spaces.Box):
+        raise ValueError(
+            f"{type(owner).__name__} needs array observations (a Box space), but the "
+            f"environment's observation space is {space}. Wrap the environment so that it "
+            "emits arrays, e.g. gymnasium.wrappers.FlattenObservation (one-hot for Discrete, "
+            "concatenated for Tuple and Dict), in an own env factory bound to "
+            "Runner.env_factory."
+        )
+    return tuple(space.shape)
+
+
+def _is_integer(value: object) -> bool:
+    return isinstance(value, numbers.Integral) and not isinstance(value, bool)
+
+
+def _is_number(value: object) -> bool:
+    return isinstance(value, numbers.Real) and not isinstance(value, bool)

@@ -14,3 +14,13 @@ def _clear_gin_config():
     """Bindings parsed by one test must not leak into the next."""
     yield
     gin.clear_config()
+
+
+@pytest.fixture(scope="session")
+def local_ray():
+    """One local Ray instance for every Ray test of the session (Ray 2.60 has no local_mode)."""
+    ray = pytest.importorskip("ray")
+    os.environ["TUNE_DISABLE_AUTO_CALLBACK_LOGGERS"] = "1"
+    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
+    yield ray
+    ray.shutdown()

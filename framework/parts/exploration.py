@@ -1,6 +1,16 @@
-"""Exploration schedules."""
+"""Exploration: the epsilon schedule, and action noise for deterministic continuous policies.
+
+A noise part is a small object with one call signature, `noise(rng, shape) -> [N, A]`, drawn
+from the agent's generator, in units of the action half-range `(high - low) / 2` (the agent
+scales and clips); `reset(done)` restarts the processes of the sub-environments whose episode
+ended (None: all); `state()`/`load_state()` carry what it remembers across a checkpoint;
+`scale` is its stationary standard deviation, which the agent logs.
+"""
+
+import math
 
 import gin
+import numpy as np
 
 
 @gin.configurable
@@ -18,3 +28,77 @@ class LinearSchedule:
     def __call__(self, step: int) -> float:
         fraction = min(max(step, 0) / self.duration, 1.0)
         return self.start + fraction * (self.end - self.start)
+
+
+@gin.configurable
+class GaussianNoise:
+    """Independent N(0, stddev^2) per step, sub-environment and action dimension (TD3)."""
+
+    def __init__(self, stddev: float = 0.1):
+        if stddev < 0:
+            raise ValueError(f"GaussianNoise.stddev must be >= 0, got {stddev}.")
+        self.stddev = stddev
+
+    @property
+    def scale(self) -> float:
+        return self.stddev
+
+    def __call__(self, rng: np.random.Generator, shape: tuple[int, ...]) -> np.ndarray:
+        return rng.normal(0.0, self.stddev, size=shape)
+
+    def reset(self, done: np.ndarray | None = None) -> None:
+        """Memoryless: nothing to restart."""
+
+    def state(self) -> dict[str, np.ndarray]:
+        return {}
+
+    def load_state(self, state: dict[str, np.ndarray]) -> None:
+        del state
+
+
+@gin.configurable
+class OrnsteinUhlenbeckNoise:
+    """Temporally correlated noise (Lillicrap et al., 2015), one process per sub-env and dim:
+
+        x_{t+1} = x_t - theta * x_t * dt + sigma * sqrt(dt) * eps_t,   eps_t ~ N(0, 1),
+
+    starting at x = 0 and restarting at 0 where an episode ended. Each call advances the
+    process one step and returns the new x. Its stationary variance is
+    sigma^2 dt / (1 - (1 - theta dt)^2).
+    """
+
+    def __init__(self, theta: float = 0.15, sigma: float = 0.2, dt: float = 1.0):
+        if not 0.0 < theta * dt < 2.0:
+            raise ValueError(
+                f"OrnsteinUhlenbeckNoise: theta * dt must be in (0, 2) for a stationary "
+                f"process, got theta={theta}, dt={dt}."
+            )
+        if sigma < 0:
+            raise ValueError(f"OrnsteinUhlenbeckNoise.sigma must be >= 0, got {sigma}.")
+        self.theta, self.sigma, self.dt = theta, sigma, dt
+        self._x = np.zeros((0, 0))  # [N, A], allocated at the first call
+
+    @property
+    def scale(self) -> float:
+        decay = 1.0 - self.theta * self.dt
+        return self.sigma * math.sqrt(self.dt / (1.0 - decay**2))
+
+    def __call__(self, rng: np.random.Generator, shape: tuple[int, ...]) -> np.ndarray:
+        if self._x.shape != tuple(shape):
+            self._x = np.zeros(shape)
+        eps = rng.normal(size=shape)
+        self._x = self._x - self.theta * self._x * self.dt + self.sigma * math.sqrt(self.dt) * eps
+        return self._x.copy()
+
+    def reset(self, done: np.ndarray | None = None) -> None:
+        """Restarts at 0 the processes of the sub-envs where `done` [N] is true; None: all."""
+        if done is None:
+            self._x[:] = 0.0
+        elif len(self._x):
+            self._x[np.asarray(done, bool)] = 0.0
+
+    def state(self) -> dict[str, np.ndarray]:
+        return {"x": self._x.copy()}
+
+    def load_state(self, state: dict[str, np.ndarray]) -> None:
+        self._x = np.array(state["x"], np.float64)

@@ -45,7 +45,8 @@ class Identity(GradientProcessor):
 class ClipByGlobalNorm(GradientProcessor):
     """Rescales all gradients together so their global norm is at most `max_norm`."""
 
-    metric_names = ("clip_global_norm/norm_before", "clip_global_norm/norm_after")
+    # The norm before clipping is the learner's grad_norm (or, after Accumulate, the sum's).
+    metric_names = ("clip_global_norm/norm_after",)
 
     def __init__(self, max_norm: float = 10.0):
         super().__init__()
@@ -54,11 +55,8 @@ class ClipByGlobalNorm(GradientProcessor):
         self.max_norm = max_norm
 
     def __call__(self, grads, variables):
-        clipped, norm_before = tf.clip_by_global_norm(grads, self.max_norm)
-        metrics = {
-            "clip_global_norm/norm_before": norm_before,
-            "clip_global_norm/norm_after": tf.linalg.global_norm(clipped),
-        }
+        clipped, _ = tf.clip_by_global_norm(grads, self.max_norm)
+        metrics = {"clip_global_norm/norm_after": tf.linalg.global_norm(clipped)}
         return clipped, tf.constant(True), metrics
 
 
@@ -66,7 +64,7 @@ class ClipByGlobalNorm(GradientProcessor):
 class ClipByValue(GradientProcessor):
     """Clips every gradient element to `[-clip_value, clip_value]`."""
 
-    metric_names = ("clip_value/norm_before", "clip_value/norm_after")
+    metric_names = ("clip_value/norm_after",)
 
     def __init__(self, clip_value: float = 1.0):
         super().__init__()
@@ -76,10 +74,7 @@ class ClipByValue(GradientProcessor):
 
     def __call__(self, grads, variables):
         clipped = [tf.clip_by_value(g, -self.clip_value, self.clip_value) for g in grads]
-        metrics = {
-            "clip_value/norm_before": tf.linalg.global_norm(grads),
-            "clip_value/norm_after": tf.linalg.global_norm(clipped),
-        }
+        metrics = {"clip_value/norm_after": tf.linalg.global_norm(clipped)}
         return clipped, tf.constant(True), metrics
 
 

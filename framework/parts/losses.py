@@ -71,3 +71,17 @@ def _td_extras(q_selected: tf.Tensor, td_error: tf.Tensor) -> dict[str, tf.Tenso
         "mean_q": tf.reduce_mean(q_selected),
         "mean_abs_td_error": tf.reduce_mean(tf.abs(td_error)),
     }
+
+
+@gin.configurable
+class DeterministicPolicyLoss:
+    """The deterministic policy-gradient actor loss `-mean(Q(s, mu(s)))` (Silver et al., 2014).
+
+    Minimised over the actor's variables only (its update group's), so the gradient is
+    `-mean(dQ/da * dmu/dtheta)`: the critic is read, never trained, by this loss.
+    """
+
+    def __call__(self, policy_q: tf.Tensor) -> tuple[tf.Tensor, dict[str, tf.Tensor]]:
+        # policy_q [B]: Q(s, mu(s)) for the batch's states
+        mean_q = tf.reduce_mean(policy_q)
+        return -mean_q, {"mean_q": mean_q}

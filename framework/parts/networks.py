@@ -141,3 +141,234 @@ class CompiledForward:
 def acting_forward(model: keras.Model) -> NumpyForward | CompiledForward:
     """The cheapest forward pass for acting one observation at a time."""
     return NumpyForward(model) if NumpyForward.supports(model) else CompiledForward(model)
+
+
+# ----- continuous control: a deterministic actor and a critic Q(s, a) (DDPG, TD3) -------------
+
+
+class ScaleToBounds(keras.layers.Layer):
+    """`low + (tanh(x) + 1) / 2 * (high - low)`: squashes into the Box bounds, per dimension.
+
+    The bounds are constants, not weights: they never move and a checkpoint does not hold them.
+    """
+
+    def __init__(self, low, high, **kwargs):
+        super().__init__(**kwargs)
+        self.low = np.asarray(low, np.float32)
+        self.high = np.asarray(high, np.float32)
+        if self.low.shape != self.high.shape or not np.all(np.isfinite([self.low, self.high])):
+            raise ValueError(
+                f"ScaleToBounds needs finite bounds of one shape, got {low!r} and {high!r}."
+            )
+
+    def call(self, x):
+        return self.low + (keras.ops.tanh(x) + 1.0) * (0.5 * (self.high - self.low))
+
+    def numpy(self, x: np.ndarray) -> np.ndarray:
+        return self.low + (np.tanh(x) + 1.0) * (0.5 * (self.high - self.low))
+
+    def get_config(self):
+        return {**super().get_config(), "low": self.low.tolist(), "high": self.high.tolist()}
+
+
+def _output_initializer(output_init_range: float | None):
+    """Lillicrap et al. (2015) start the output layers in U(-3e-3, 3e-3); None: Glorot."""
+    if output_init_range is None:
+        return "glorot_uniform"
+    return keras.initializers.RandomUniform(-output_init_range, output_init_range)
+
+
+@gin.configurable
+def actor_mlp(
+    input_shape: Sequence[int],
+    low: Sequence[float],
+    high: Sequence[float],
+    hidden_units: Sequence[int] = (256, 256),
+    activation: str = "relu",
+    output_init_range: float | None = None,
+) -> keras.Model:
+    """A deterministic policy mu(s): a dense torso, a linear layer, tanh scaled to [low, high].
+
+    One output per entry of `low` (the Box's bounds, flat). Layers are named as in `mlp`
+    (`hidden_i`, `output`) plus `scale_to_bounds`, which `NumpyActorForward` reads.
+    """
+    if activation not in _NUMPY_ACTIVATIONS:
+        raise ValueError(
+            f"actor_mlp.activation={activation!r} is not supported; use one of "
+            f"{sorted(_NUMPY_ACTIVATIONS)}."
+        )
+    scale = ScaleToBounds(low, high, name="scale_to_bounds")
+    inputs = keras.Input(shape=tuple(input_shape), dtype="float32")
+    features = inputs
+    for index, units in enumerate(hidden_units):
+        features = keras.layers.Dense(units, activation=activation, name=f"hidden_{index}")(
+            features
+        )
+    pre_tanh = keras.layers.Dense(
+        scale.low.size, kernel_initializer=_output_initializer(output_init_range), name="output"
+    )(features)
+    return keras.Model(inputs, scale(pre_tanh), name="actor_mlp")
+
+
+@gin.configurable
+def critic_mlp(
+    observation_shape: Sequence[int],
+    action_size: int,
+    hidden_units: Sequence[int] = (256, 256),
+    activation: str = "relu",
+    output_init_range: float | None = None,
+) -> keras.Model:
+    """Q(s, a) -> [B]: the action joins at the second layer (Lillicrap et al., 2015).
+
+    `hidden_0` sees the observation only; the action is concatenated to its features, and the
+    remaining hidden layers and the linear output see both. Called as `critic([s, a])`.
+    """
+    if not hidden_units:
+        raise ValueError("critic_mlp needs at least one hidden layer: the action joins after it.")
+    observation = keras.Input(shape=tuple(observation_shape), dtype="float32", name="observation")
+    action = keras.Input(shape=(action_size,), dtype="float32", name="action")
+    features = keras.layers.Dense(hidden_units[0], activation=activation, name="hidden_0")(
+        observation
+    )
+    features = keras.layers.Concatenate(name="with_action")([features, action])
+    for index, units in enumerate(hidden_units[1:], start=1):
+        features = keras.layers.Dense(units, activation=activation, name=f"hidden_{index}")(
+            features
+        )
+    q = keras.layers.Dense(
+        1, kernel_initializer=_output_initializer(output_init_range), name="output"
+    )(features)
+    return keras.Model([observation, action], keras.ops.squeeze(q, axis=-1), name="critic_mlp")
+
+
+class NumpyActorForward(NumpyForward):
+    """`NumpyForward` for an `actor_mlp`: the torso and output in numpy, then tanh and scaling."""
+
+    def __init__(self, model: keras.Model):
+        super().__init__(model)
+        self._scale = model.get_layer("scale_to_bounds")
+
+    @staticmethod
+    def supports(model: keras.Model) -> bool:
+        return model.name == "actor_mlp" and len(model.inputs[0].shape) == 2
+
+    def __call__(self, observations: np.ndarray) -> np.ndarray:
+        return self._scale.numpy(super().__call__(observations))
+
+
+def actor_forward(model: keras.Model) -> NumpyActorForward | CompiledForward:
+    """The cheapest forward pass of a deterministic actor for acting."""
+    return NumpyActorForward(model) if NumpyActorForward.supports(model) else CompiledForward(model)
+
+
+# ----- on-policy actor-critic: policy logits and a state value (A2C, A3C) ----------------------
+
+
+@gin.configurable
+def actor_critic_mlp(
+    input_shape: Sequence[int],
+    num_actions: int,
+    hidden_units: Sequence[int] = (64, 64),
+    activation: str = "tanh",
+    shared_torso: bool = False,
+    orthogonal_init: bool = True,
+) -> keras.Model:
+    """`model(s) -> (logits [B, A], value [B])`: a softmax policy and V(s) in one model.
+
+    `shared_torso`: one dense torso (`torso_i`) feeds both heads; else two (`policy_i`,
+    `value_i`), as Stable-Baselines3's MlpPolicy. `orthogonal_init` (the A2C/PPO baselines):
+    orthogonal kernels with gain sqrt(2) in the torsos, 0.01 for the logits (a near-uniform
+    initial policy) and 1 for the value, zero biases; else Glorot.
+    """
+    if activation not in _NUMPY_ACTIVATIONS:
+        raise ValueError(
+            f"actor_critic_mlp.activation={activation!r} is not supported; use one of "
+            f"{sorted(_NUMPY_ACTIVATIONS)}."
+        )
+
+    def dense(units, gain, name, layer_activation=None):
+        initializer = keras.initializers.Orthogonal(gain) if orthogonal_init else "glorot_uniform"
+        return keras.layers.Dense(
+            units, layer_activation, kernel_initializer=initializer, name=name
+        )
+
+    def torso(features, prefix):
+        for index, units in enumerate(hidden_units):
+            features = dense(units, np.sqrt(2.0), f"{prefix}_{index}", activation)(features)
+        return features
+
+    inputs = keras.Input(shape=tuple(input_shape), dtype="float32")
+    features = keras.layers.Flatten()(inputs) if len(input_shape) > 1 else inputs
+    if shared_torso:
+        policy_features = value_features = torso(features, "torso")
+    else:
+        policy_features, value_features = torso(features, "policy"), torso(features, "value")
+    logits = dense(num_actions, 0.01, "logits")(policy_features)
+    value = dense(1, 1.0, "value")(value_features)
+    return keras.Model(inputs, (logits, keras.ops.squeeze(value, axis=-1)), name="actor_critic_mlp")
+
+
+class NumpyActorCriticForward:
+    """An `actor_critic_mlp`'s logits and values in numpy, for acting (see `NumpyForward`)."""
+
+    def __init__(self, model: keras.Model):
+        def layers(prefix):
+            found = [layer for layer in model.layers if layer.name.startswith(prefix + "_")]
+            return sorted(found, key=lambda layer: int(layer.name.rsplit("_", 1)[1]))
+
+        shared = layers("torso")
+        self._paths = {
+            "logits": shared + layers("policy") + [model.get_layer("logits")],
+            "value": shared + layers("value") + [model.get_layer("value")],
+        }
+        self._activation = _NUMPY_ACTIVATIONS[self._paths["logits"][0].activation.__name__]
+        self.refresh()
+
+    @staticmethod
+    def supports(model: keras.Model) -> bool:
+        return model.name == "actor_critic_mlp" and len(model.inputs[0].shape) == 2
+
+    def refresh(self) -> None:
+        """Copies the current weights out of the model (call after every update)."""
+        self._weights = {
+            name: [(layer.kernel.numpy(), layer.bias.numpy()) for layer in path]
+            for name, path in self._paths.items()
+        }
+
+    def _forward(self, name: str, observations: np.ndarray) -> np.ndarray:
+        x = np.asarray(observations, dtype=np.float32)  # [B, features]
+        *hidden, (kernel, bias) = self._weights[name]
+        for hidden_kernel, hidden_bias in hidden:
+            x = self._activation(x @ hidden_kernel + hidden_bias)
+        return x @ kernel + bias
+
+    def logits(self, observations: np.ndarray) -> np.ndarray:
+        return self._forward("logits", observations)  # [B, A]
+
+    def values(self, observations: np.ndarray) -> np.ndarray:
+        return self._forward("value", observations)[:, 0]  # [B]
+
+
+class CompiledActorCriticForward:
+    """An actor-critic model's outputs through one compiled call (conv nets)."""
+
+    def __init__(self, model: keras.Model):
+        self._forward = tf.function(model, reduce_retracing=True)
+
+    def refresh(self) -> None:
+        """The compiled call reads the live variables: nothing to copy."""
+
+    def logits(self, observations: np.ndarray) -> np.ndarray:
+        return self._forward(observations)[0].numpy()
+
+    def values(self, observations: np.ndarray) -> np.ndarray:
+        return self._forward(observations)[1].numpy()
+
+
+def actor_critic_forward(
+    model: keras.Model,
+) -> NumpyActorCriticForward | CompiledActorCriticForward:
+    """The cheapest forward pass of an actor-critic model for acting."""
+    if NumpyActorCriticForward.supports(model):
+        return NumpyActorCriticForward(model)
+    return CompiledActorCriticForward(model)

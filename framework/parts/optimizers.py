@@ -1,14 +1,150 @@
-"""Keras optimizers and learning-rate schedules exposed to gin.
+"""Keras optimizers, and learning-rate schedules that say what they count, exposed to gin.
 
 `gin.tf` cannot be imported with recent TensorFlow (it reaches for tf.estimator), so the Keras
-parts are registered here. In a gin file: `DQNAgent.optimizer = @Adam()`,
-`Adam.learning_rate = 1e-3`, or `RMSprop.learning_rate = @ExponentialDecay()`.
+optimizers are registered here. In a gin file: `DQNAgent.optimizer = @optimizers.Adam()`,
+`optimizers.Adam.learning_rate = 1e-3`, or `= @optimizers.LinearDecay()`.
+
+A schedule counts `unit = 'environment_steps'` (transitions summed over the sub-environments,
+what every other count in a config means; the default) or `'updates'` (applied optimizer
+updates: `Accumulate` counts once per apply, a delayed update group only when it runs). A
+rate changes at the first update at or after its boundary. Keras's own schedules count
+optimizer iterations only, so "0.96 every 10000 steps" silently meant updates.
 """
+
+import abc
 
 import gin
 import keras
+import tensorflow as tf
 
 for _optimizer in (keras.optimizers.Adam, keras.optimizers.RMSprop, keras.optimizers.SGD):
     gin.external_configurable(_optimizer, module="optimizers")
 
-gin.external_configurable(keras.optimizers.schedules.ExponentialDecay, module="optimizers")
+ENVIRONMENT_STEPS = "environment_steps"
+UPDATES = "updates"
+_UNITS = (ENVIRONMENT_STEPS, UPDATES)
+_environment_steps: tf.Variable | None = None  # created by the first schedule that needs it
+_built: list["Schedule"] = []  # every schedule built in this process, for the run's log
+
+
+def schedules_built() -> list["Schedule"]:
+    """Every schedule built so far in this process, oldest first (the runner logs the ones its
+    agent built)."""
+    return list(_built)
+
+
+def check_learning_rate(optimizer: keras.optimizers.Optimizer) -> None:
+    """A constant learning rate must be positive: a negative one ascends the loss, silently."""
+    rate = optimizer.get_config()["learning_rate"]
+    if isinstance(rate, float) and not rate > 0:
+        raise ValueError(
+            f"optimizers.{type(optimizer).__name__}.learning_rate must be > 0, got {rate:g}."
+        )
+
+
+def environment_steps() -> tf.Variable | None:
+    """The environment-step count that schedules read; None when no schedule counts them.
+
+    The runner sets it before each update, and only when it exists, so runs without such a
+    schedule pay nothing for it.
+    """
+    return _environment_steps
+
+
+class Schedule(keras.optimizers.schedules.LearningRateSchedule, abc.ABC):
+    """A learning rate as a function of environment steps or applied updates."""
+
+    def __init__(self, unit: str):
+        global _environment_steps
+        if unit not in _UNITS:
+            raise ValueError(
+                f"{type(self).__name__}.unit must be one of {list(_UNITS)}, got {unit!r}."
+            )
+        self.unit = unit
+        _built.append(self)
+        if unit == ENVIRONMENT_STEPS and _environment_steps is None:
+            _environment_steps = tf.Variable(0, dtype=tf.int64, trainable=False, name="env_steps")
+
+    def __call__(self, iterations: tf.Tensor) -> tf.Tensor:
+        """`iterations` is the optimizer's count of applied updates."""
+        step = iterations if self.unit == UPDATES else _environment_steps.read_value()
+        return self.rate(tf.cast(step, tf.float32))
+
+    @abc.abstractmethod
+    def rate(self, step: tf.Tensor) -> tf.Tensor:
+        """The learning rate at `step` (in `unit`)."""
+
+    def describe(self) -> str:
+        """One line for the log: the schedule, its values and what it counts."""
+        values = ", ".join(f"{k}={v}" for k, v in self.get_config().items() if k != "unit")
+        return f"{type(self).__name__}({values}) counting {self.unit.replace('_', ' ')}"
+
+
+@gin.configurable(module="optimizers")
+class ExponentialDecay(Schedule):
+    """`initial_learning_rate * decay_rate ** (step / decay_steps)`, floored per period when
+    `staircase`."""
+
+    def __init__(
+        self,
+        initial_learning_rate: float = gin.REQUIRED,
+        decay_steps: int = gin.REQUIRED,
+        decay_rate: float = gin.REQUIRED,
+        staircase: bool = False,
+        unit: str = ENVIRONMENT_STEPS,
+    ):
+        super().__init__(unit)
+        if decay_steps < 1:
+            raise ValueError(f"ExponentialDecay.decay_steps must be >= 1, got {decay_steps}.")
+        self.initial_learning_rate = initial_learning_rate
+        self.decay_steps = decay_steps
+        self.decay_rate = decay_rate
+        self.staircase = staircase
+
+    def rate(self, step: tf.Tensor) -> tf.Tensor:
+        periods = step / self.decay_steps
+        if self.staircase:
+            periods = tf.floor(periods)
+        return self.initial_learning_rate * tf.pow(self.decay_rate, periods)
+
+    def get_config(self) -> dict:
+        return {
+            "initial_learning_rate": self.initial_learning_rate,
+            "decay_steps": self.decay_steps,
+            "decay_rate": self.decay_rate,
+            "staircase": self.staircase,
+            "unit": self.unit,
+        }
+
+
+@gin.configurable(module="optimizers")
+class LinearDecay(Schedule):
+    """From `initial_learning_rate` to `final_learning_rate` over `duration`, then constant."""
+
+    def __init__(
+        self,
+        initial_learning_rate: float = gin.REQUIRED,
+        final_learning_rate: float = gin.REQUIRED,
+        duration: int = gin.REQUIRED,
+        unit: str = ENVIRONMENT_STEPS,
+    ):
+        super().__init__(unit)
+        if duration < 1:
+            raise ValueError(f"LinearDecay.duration must be >= 1, got {duration}.")
+        self.initial_learning_rate = initial_learning_rate
+        self.final_learning_rate = final_learning_rate
+        self.duration = duration
+
+    def rate(self, step: tf.Tensor) -> tf.Tensor:
+        fraction = tf.minimum(step / self.duration, 1.0)
+        return self.initial_learning_rate + fraction * (
+            self.final_learning_rate - self.initial_learning_rate
+        )
+
+    def get_config(self) -> dict:
+        return {
+            "initial_learning_rate": self.initial_learning_rate,
+            "final_learning_rate": self.final_learning_rate,
+            "duration": self.duration,
+            "unit": self.unit,
+        }

@@ -42,3 +42,19 @@ class DoubleQLearningTarget:
         best_actions = tf.argmax(next_q_online, axis=-1, output_type=tf.int32)  # [B]
         evaluated = tf.gather(next_q_target, best_actions, axis=-1, batch_dims=1)  # [B]
         return tf.stop_gradient(rewards + discounts * evaluated)
+
+
+@gin.configurable
+class MinCriticTarget:
+    """y = r + discount * min_i Q'_i(s', a'), a' the target policy's action at s'.
+
+    One critic: DDPG's target (Lillicrap et al., 2015). Two: TD3's clipped double-Q target
+    (Fujimoto et al., 2018), whose minimum counters the critics' overestimation.
+    """
+
+    def __call__(
+        self, rewards: tf.Tensor, discounts: tf.Tensor, next_q_targets: list[tf.Tensor]
+    ) -> tf.Tensor:
+        # rewards, discounts [B]; next_q_targets: one [B] per target critic
+        next_q = tf.reduce_min(tf.stack(next_q_targets), axis=0)  # [B]
+        return tf.stop_gradient(rewards + discounts * next_q)

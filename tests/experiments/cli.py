@@ -42,14 +42,18 @@ def finish(process: subprocess.Popen, timeout: float = 240) -> str:
     return stderr
 
 
-def kill_after_first_checkpoint(process: subprocess.Popen, base_dir, delay: float = 0.0) -> int:
-    """SIGKILLs `process` `delay` seconds after a complete checkpoint exists."""
+def wait_for_first_checkpoint(process: subprocess.Popen, base_dir) -> None:
     pattern = os.path.join(str(base_dir), "checkpoints", "*.complete")
     deadline = time.monotonic() + 240
     while not glob.glob(pattern):
         assert process.poll() is None, "the run ended before its first checkpoint"
         assert time.monotonic() < deadline, "no checkpoint appeared"
         time.sleep(0.01)
+
+
+def kill_after_first_checkpoint(process: subprocess.Popen, base_dir, delay: float = 0.0) -> int:
+    """SIGKILLs `process` `delay` seconds after a complete checkpoint exists."""
+    wait_for_first_checkpoint(process, base_dir)
     time.sleep(delay)
     assert process.poll() is None, "the run ended before it was killed"
     process.send_signal(signal.SIGKILL)

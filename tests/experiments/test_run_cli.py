@@ -109,8 +109,20 @@ class Invocation:
 INVOCATIONS = {
     "bandit": Invocation((BANDIT, *bindings("Runner.num_steps = 200"), *TINY, *MEANS, "--seed=3")),
     "diverging": Invocation((*DIVERGING, *bindings("Runner.num_steps = 100"))),
+    # Diverges around pull 20; one log at 60, so the skipped fraction there is about 2/3.
     "skipping": Invocation(
-        (*DIVERGING, *bindings("Runner.num_steps = 60", "Runner.skip_nonfinite_updates = True"))
+        (
+            *DIVERGING,
+            *bindings(
+                "Runner.num_steps = 60",
+                "Runner.skip_nonfinite_updates = True",
+                "Runner.log_interval = 100",
+            ),
+        )
+    ),
+    # Logs every 30 pulls: the interval (30, 60] is skipped entirely.
+    "skipping_everything": Invocation(
+        (*DIVERGING, *bindings("Runner.num_steps = 100", "Runner.skip_nonfinite_updates = True"))
     ),
     "resumed": Invocation(
         (BANDIT, *bindings("Runner.num_steps = 400"), *TINY, *MEANS, "--seed=3"),
@@ -235,7 +247,7 @@ def test_run_logs_every_promised_tag(cli):
         "train/grad_norm",
         "train/learning_rate",
         "train/steps_per_second",
-        "policy/entropy",
+        "policy/entropy_at_observation",
         *(f"policy/prob_{arm}" for arm in range(4)),
         "config",
         "metadata",
@@ -372,6 +384,23 @@ def test_nonfinite_loss_stops_at_the_step_and_names_the_last_good_checkpoint(cli
 def test_skipping_nonfinite_updates_finishes_and_counts_them(cli):
     result = completed(cli, "skipping")
     scalars = read_scalars(str(result.base_dir))
-    assert final_value(scalars, "train/skipped_nonfinite_steps") > 0, scalars
+    skipped = final_value(scalars, "train/skipped_nonfinite_steps")
+    assert 0 < skipped < 60, scalars
     assert checkpoint_steps(result.base_dir)[0] == 60
     assert_checkpoint_finite(result.base_dir, 60)  # skipped updates were never applied
+    # The loss logged at 60 is the last finite update's, not a skipped step's zero.
+    loss = final_value(scalars, "train/loss")
+    assert np.isfinite(loss) and loss != 0.0, scalars["train/loss"]
+
+
+def test_a_run_that_skips_a_whole_log_interval_stops(cli):
+    result = cli["skipping_everything"]
+    assert result.returncode == 1, result.explain()
+    message = result.error_message()
+    assert re.search(
+        r"(\d+) of the \1 gradient steps in the log interval up to environment "
+        r"step 60 had a NaN or inf",
+        message,
+    ), message
+    assert "Runner.max_skipped_fraction = 1.0" in message and "none of them was applied" in message
+    assert checkpoint_steps(result.base_dir) and checkpoint_steps(result.base_dir)[0] < 60

@@ -95,7 +95,7 @@ def test_open_writers_from_scratch_sets_earlier_events_aside(tmp_path):
     writers.scalars("train", 1, {"train/x": 10.0})
     writers.close()
     assert read_scalars(str(tmp_path / "train"))["train/x"] == [(1, 10.0)]
-    assert glob.glob(str(tmp_path / "discarded" / "*" / "train" / "*tfevents*"))
+    assert glob.glob(str(tmp_path / "discarded" / "*" / "train" / "*set-aside-events*"))
 
 
 def test_open_writers_on_resume_supersedes_later_steps(tmp_path):

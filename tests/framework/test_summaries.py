@@ -51,7 +51,7 @@ def test_a_damaged_record_moves_the_file_aside_instead_of_deleting_it(tmp_path):
     _, intact = read_events(path)
     assert not intact
     supersede_events_after(str(tmp_path), 100)
-    (kept,) = glob.glob(str(tmp_path / "discarded" / "damaged" / "train" / "*tfevents*"))
+    (kept,) = glob.glob(str(tmp_path / "discarded" / "damaged" / "train" / "*set-aside-events*"))
     assert os.path.getsize(kept) == size
 
 
@@ -75,5 +75,7 @@ def test_a_fresh_start_sets_earlier_events_aside(tmp_path):
     size = os.path.getsize(path)
     set_aside_events(str(tmp_path))
     assert _event_files(tmp_path) == []
-    (moved,) = glob.glob(str(tmp_path / "discarded" / "*" / "train" / "*tfevents*"))
+    (moved,) = glob.glob(str(tmp_path / "discarded" / "*" / "train" / "*set-aside-events*"))
     assert os.path.getsize(moved) == size
+    # Renamed: neither TensorBoard nor a recursive `*tfevents*` reader sees it as a run's.
+    assert not glob.glob(str(tmp_path / "discarded" / "**" / "*tfevents*"), recursive=True)

@@ -1,8 +1,11 @@
-"""Tests for framework/exploration.py: the linear schedule."""
+"""Tests for framework/exploration.py: the linear schedule and the action noises."""
 
+import math
+
+import numpy as np
 import pytest
 
-from framework.parts.exploration import LinearSchedule
+from framework.parts.exploration import GaussianNoise, LinearSchedule, OrnsteinUhlenbeckNoise
 
 
 @pytest.mark.parametrize(
@@ -28,3 +31,72 @@ def test_linear_schedule_increasing():
 def test_linear_schedule_rejects_short_duration(duration):
     with pytest.raises(ValueError):
         LinearSchedule(duration=duration)
+
+
+def test_gaussian_noise_draws_from_the_generator_with_its_stddev():
+    noise = GaussianNoise(stddev=0.3)
+    draws = noise(np.random.default_rng(0), (4000, 2))
+    assert draws.shape == (4000, 2)
+    np.testing.assert_array_equal(
+        draws, np.random.default_rng(0).normal(0.0, 0.3, size=(4000, 2))
+    )  # the same generator, the same draws: reproducible from the agent's rng
+    assert noise.scale == 0.3
+    assert abs(draws.std() - 0.3) < 0.01  # 8000 draws: the std's std is ~0.3 / sqrt(16000)
+    assert noise.state() == {}
+
+
+def test_ou_noise_follows_its_recurrence_by_hand():
+    noise = OrnsteinUhlenbeckNoise(theta=0.5, sigma=0.2, dt=0.25)
+    eps = np.random.default_rng(3).normal(size=(3, 2, 1))  # the draws it makes, in order
+    rng = np.random.default_rng(3)
+    # x1 = 0 - 0.5 * 0 * 0.25 + 0.2 * sqrt(0.25) * eps0 = 0.1 * eps0
+    x1 = noise(rng, (2, 1))
+    np.testing.assert_allclose(x1, 0.1 * eps[0], rtol=1e-12)
+    # x2 = x1 - 0.5 * 0.25 * x1 + 0.1 * eps1 = 0.875 * x1 + 0.1 * eps1
+    x2 = noise(rng, (2, 1))
+    np.testing.assert_allclose(x2, 0.875 * x1 + 0.1 * eps[1], rtol=1e-12)
+    noise.reset(np.array([True, False]))  # env 0's episode ended: it restarts from 0
+    x3 = noise(rng, (2, 1))
+    np.testing.assert_allclose(x3[0], 0.1 * eps[2][0], rtol=1e-12)
+    np.testing.assert_allclose(x3[1], 0.875 * x2[1] + 0.1 * eps[2][1], rtol=1e-12)
+
+
+def test_ou_noise_stationary_statistics():
+    noise = OrnsteinUhlenbeckNoise(theta=0.15, sigma=0.2)  # the classic DDPG values, dt = 1
+    # An AR(1) process x' = 0.85 x + 0.2 eps: Var = 0.2^2 / (1 - 0.85^2) = 0.04 / 0.2775,
+    # std 0.3797; lag-1 autocorrelation 0.85.
+    assert noise.scale == pytest.approx(math.sqrt(0.04 / 0.2775))
+    rng = np.random.default_rng(0)
+    for _ in range(60):  # 0.85^60 ~ 6e-5: the start at 0 is forgotten
+        noise(rng, (4000, 1))
+    previous = noise(rng, (4000, 1))
+    current = noise(rng, (4000, 1))
+    assert current.std() == pytest.approx(0.3797, rel=0.05)
+    correlation = np.corrcoef(previous[:, 0], current[:, 0])[0, 1]
+    assert correlation == pytest.approx(0.85, abs=0.02)
+
+
+def test_ou_noise_state_round_trip_continues_the_same_draws():
+    rng_a, rng_b = np.random.default_rng(1), np.random.default_rng(1)
+    noise = OrnsteinUhlenbeckNoise()
+    noise(rng_a, (3, 2))
+    noise(rng_b, (3, 2))  # both generators stay in step
+    restored = OrnsteinUhlenbeckNoise()
+    restored.load_state(noise.state())
+    np.testing.assert_array_equal(noise(rng_a, (3, 2)), restored(rng_b, (3, 2)))
+    noise.reset()  # None: every process restarts
+    np.testing.assert_array_equal(noise.state()["x"], np.zeros((3, 2)))
+
+
+@pytest.mark.parametrize(
+    "make",
+    [
+        lambda: GaussianNoise(stddev=-0.1),
+        lambda: OrnsteinUhlenbeckNoise(sigma=-0.1),
+        lambda: OrnsteinUhlenbeckNoise(theta=0.0),
+        lambda: OrnsteinUhlenbeckNoise(theta=2.0, dt=1.0),  # 1 - theta dt = -1: not stationary
+    ],
+)
+def test_noise_rejects_bad_arguments(make):
+    with pytest.raises(ValueError):
+        make()

@@ -6,8 +6,13 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from framework.parts.losses import PolicyGradientLoss, TDHuberLoss, TDMSELoss
-from framework.parts.targets import DoubleQLearningTarget, QLearningTarget
+from framework.parts.losses import (
+    DeterministicPolicyLoss,
+    PolicyGradientLoss,
+    TDHuberLoss,
+    TDMSELoss,
+)
+from framework.parts.targets import DoubleQLearningTarget, MinCriticTarget, QLearningTarget
 
 LN3 = math.log(3.0)
 
@@ -132,3 +137,49 @@ def test_gradient_flows_to_online_weights_only(target_fn, loss_fn, expected_w00_
 def test_bad_constructor_arguments_raise(make):
     with pytest.raises(ValueError):
         make()
+
+
+# Every TD-style loss: TD-MSE (DQN's option, and the DDPG/TD3 critics' loss), Huber (DQN).
+TD_LOSSES = [TDMSELoss(), TDHuberLoss(delta=1.0)]
+
+
+@pytest.mark.parametrize("loss_fn", TD_LOSSES)
+def test_td_losses_stop_the_gradient_into_their_target_on_their_own(loss_fn):
+    # A target computed from a variable with no stop_gradient of its own (a bare r + w * q'):
+    # only the loss's stop_gradient keeps the gradient out of w.
+    w = tf.Variable(2.0)
+    q_selected = tf.Variable([1.0, -1.0])
+    with tf.GradientTape() as tape:
+        targets = tf.constant([0.5, 0.0]) + w * tf.constant([1.0, 1.0])  # [2.5, 2]
+        loss, _ = loss_fn(q_selected, targets)
+    w_grad, q_grad = tape.gradient(loss, [w, q_selected])
+    assert w_grad is None or w_grad.numpy() == 0.0
+    assert np.all(q_grad.numpy() != 0.0)  # the prediction still learns
+
+
+def test_critic_target_and_loss_give_no_gradient_into_the_target_critics():
+    # DDPG/TD3's critic: y = r + discount * min_i Q'_i, with Q'_i = v_i * [1, 1] from
+    # variables; TD-MSE of Q = [1, 1] to y.
+    v1, v2 = tf.Variable(2.0), tf.Variable(3.0)
+    q = tf.Variable([1.0, 1.0])
+    with tf.GradientTape() as tape:
+        next_q = [v1 * tf.ones(2), v2 * tf.ones(2)]  # min is Q'_1 = [2, 2]
+        y = MinCriticTarget()(tf.constant([1.0, 0.0]), tf.constant([0.5, 0.0]), next_q)
+        loss, _ = TDMSELoss()(q, y)
+    # y = [1 + 0.5 * 2, 0 + 0 * 2] = [2, 0]; y - q = [1, -1]; mean square 1.
+    np.testing.assert_allclose(y.numpy(), [2.0, 0.0])
+    np.testing.assert_allclose(loss.numpy(), 1.0, rtol=1e-6)
+    grads = tape.gradient(loss, [v1, v2, q])
+    assert all(g is None or g.numpy() == 0.0 for g in grads[:2])
+    # dL/dq = -2 (y - q) / B = [-1, 1]
+    np.testing.assert_allclose(grads[2].numpy(), [-1.0, 1.0], rtol=1e-6)
+
+
+def test_deterministic_policy_loss_is_minus_mean_q_and_ascends_q():
+    policy_q = tf.Variable([1.0, 2.0, 6.0])  # Q(s, mu(s)) for a batch of 3
+    with tf.GradientTape() as tape:
+        loss, extras = DeterministicPolicyLoss()(policy_q)
+    np.testing.assert_allclose(loss.numpy(), -3.0, rtol=1e-6)  # -(1 + 2 + 6) / 3
+    np.testing.assert_allclose(extras["mean_q"].numpy(), 3.0, rtol=1e-6)
+    # dL/dQ = -1/B each: descending the loss raises every Q(s, mu(s)).
+    np.testing.assert_allclose(tape.gradient(loss, policy_q).numpy(), [-1 / 3] * 3, rtol=1e-6)

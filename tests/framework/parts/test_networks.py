@@ -4,7 +4,14 @@ import keras
 import numpy as np
 import pytest
 
-from framework.parts.networks import NumpyForward, mlp, nature_cnn
+from framework.parts.networks import (
+    NumpyActorForward,
+    NumpyForward,
+    actor_mlp,
+    critic_mlp,
+    mlp,
+    nature_cnn,
+)
 
 
 def _observations(batch: int, features: int, seed: int = 0) -> np.ndarray:
@@ -119,3 +126,76 @@ def test_nature_cnn_on_uint8_frames(dueling):
 def test_mlp_rejects_unsupported_activation(activation):
     with pytest.raises(ValueError, match=activation):
         mlp((3,), 2, activation=activation)
+
+
+# ----- the deterministic actor and the critic Q(s, a) ----------------------------------------
+
+
+def _constant_actor(bias) -> keras.Model:
+    """Zero output kernel: mu(s) = low + (tanh(bias) + 1) / 2 * (high - low) for every s."""
+    model = actor_mlp((3,), low=[-1.0, 0.0], high=[3.0, 10.0], hidden_units=(4,))
+    model.get_layer("output").set_weights([np.zeros((4, 2)), np.asarray(bias, np.float64)])
+    return model
+
+
+@pytest.mark.parametrize(
+    ("bias", "expected"),
+    [
+        ([0.0, 0.0], [1.0, 5.0]),  # tanh 0 = 0: the middle of [-1, 3] and [0, 10]
+        ([50.0, -50.0], [3.0, 0.0]),  # tanh = +-1: the upper bound, the lower bound
+        ([np.arctanh(0.5), np.arctanh(-0.5)], [2.0, 2.5]),  # -1 + 1.5 * 2, 0 + 0.5 * 5
+    ],
+)
+def test_actor_scales_tanh_to_the_bounds(bias, expected):
+    model = _constant_actor(bias)
+    observations = _observations(2, 3)
+    np.testing.assert_allclose(model(observations).numpy(), [expected] * 2, rtol=1e-6, atol=1e-6)
+    np.testing.assert_allclose(
+        NumpyActorForward(model)(observations), [expected] * 2, rtol=1e-6, atol=1e-6
+    )
+
+
+def test_numpy_actor_forward_matches_keras_and_stays_in_bounds():
+    model = actor_mlp((5,), low=[-2.0], high=[2.0], hidden_units=(16, 8), activation="tanh")
+    assert NumpyActorForward.supports(model) and not NumpyForward.supports(model)
+    observations = 10 * _observations(64, 5)
+    actions = NumpyActorForward(model)(observations)
+    np.testing.assert_allclose(actions, model(observations).numpy(), rtol=1e-5, atol=1e-6)
+    assert actions.shape == (64, 1) and np.all(np.abs(actions) <= 2.0)
+
+
+def test_actor_output_init_range_starts_near_the_middle_of_the_bounds():
+    model = actor_mlp((3,), low=[-2.0], high=[2.0], output_init_range=3e-3)
+    kernel = model.get_layer("output").kernel.numpy()
+    assert np.all(np.abs(kernel) <= 3e-3) and np.any(kernel != 0.0)
+
+
+def test_critic_takes_the_action_at_the_second_layer():
+    model = critic_mlp((3,), 2, hidden_units=(4, 5))
+    # hidden_0 sees the 3 observation features; hidden_1 its 4 features and the 2 actions.
+    assert tuple(model.get_layer("hidden_0").kernel.shape) == (3, 4)
+    assert tuple(model.get_layer("hidden_1").kernel.shape) == (4 + 2, 5)
+    assert tuple(model.get_layer("output").kernel.shape) == (5, 1)
+    q = model([_observations(7, 3), _observations(7, 2, seed=1)])
+    assert q.shape == (7,)
+
+
+def test_critic_by_hand():
+    # One unit per layer, unit kernels, zero biases: Q(s, a) = 2 * relu(relu(s1 + s2) - a).
+    model = critic_mlp((2,), 1, hidden_units=(1, 1))
+    model.get_layer("hidden_0").set_weights([np.ones((2, 1)), np.zeros(1)])
+    model.get_layer("hidden_1").set_weights([np.array([[1.0], [-1.0]]), np.zeros(1)])
+    model.get_layer("output").set_weights([np.array([[2.0]]), np.zeros(1)])
+    observations = np.array([[1.0, 2.0], [-1.0, -2.0], [1.0, 1.0]], np.float32)
+    actions = np.array([[1.0], [-1.0], [5.0]], np.float32)
+    # relu(3) - 1 = 2 -> 4; relu(-3) + 1 = 1 -> 2; relu(2) - 5 < 0 -> 0.
+    np.testing.assert_allclose(model([observations, actions]).numpy(), [4.0, 2.0, 0.0])
+
+
+def test_actor_and_critic_reject_bad_arguments():
+    with pytest.raises(ValueError, match="bounds"):
+        actor_mlp((3,), low=[-np.inf], high=[1.0])
+    with pytest.raises(ValueError, match="activation"):
+        actor_mlp((3,), low=[-1.0], high=[1.0], activation="gelu")
+    with pytest.raises(ValueError, match="hidden layer"):
+        critic_mlp((3,), 1, hidden_units=())

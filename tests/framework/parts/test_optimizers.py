@@ -1,11 +1,11 @@
-"""Tests for framework/optimizers.py: Keras optimizers and schedules bound through gin."""
+"""Keras optimizers bound through gin; schedules that count environment steps or updates."""
 
 import gin
 import keras
 import numpy as np
 import pytest
 
-import framework.parts.optimizers  # noqa: F401  (registers the Keras configurables)
+from framework.parts import optimizers
 
 
 @gin.configurable(module="test_optimizers")
@@ -35,15 +35,16 @@ def test_optimizer_bound_in_gin(name, cls, extra_binding, attribute, value):
     assert getattr(optimizer, attribute) == pytest.approx(value)
 
 
-def test_rmsprop_with_staircase_exponential_decay():
+def test_staircase_exponential_decay_counting_updates():
     gin.parse_config(
         """
         make_test_optimizer.optimizer = @RMSprop()
         RMSprop.learning_rate = @ExponentialDecay()
         ExponentialDecay.initial_learning_rate = 0.00025
-        ExponentialDecay.decay_steps = 10000  # optimizer steps
+        ExponentialDecay.decay_steps = 10000  # applied updates
         ExponentialDecay.decay_rate = 0.96
         ExponentialDecay.staircase = True
+        ExponentialDecay.unit = 'updates'
         """
     )
     optimizer = make_test_optimizer()
@@ -53,3 +54,28 @@ def test_rmsprop_with_staircase_exponential_decay():
         rates.append(float(optimizer.learning_rate))
     # lr0 * 0.96^floor(iteration / 10000): factors 1, 1, 0.96, 0.96^2 = 0.9216.
     np.testing.assert_allclose(rates, [0.00025 * f for f in (1.0, 1.0, 0.96, 0.9216)], rtol=1e-5)
+
+
+def test_schedules_counting_environment_steps_read_the_shared_counter():
+    decay = optimizers.ExponentialDecay(1.0, decay_steps=100, decay_rate=0.5, staircase=True)
+    linear = optimizers.LinearDecay(1.0, 0.0, duration=400)
+    optimizer = keras.optimizers.SGD(learning_rate=decay)
+    optimizer.iterations.assign(7)  # updates do not matter to these schedules
+    counter = optimizers.environment_steps()
+    rates = []
+    for step in (0, 99, 100, 250, 400, 1000):
+        counter.assign(step)
+        rates.append((float(optimizer.learning_rate), float(linear(optimizer.iterations))))
+    # 0.5^floor(step / 100) and 1 - step / 400, floored at 0.
+    expected = [(1, 1), (1, 0.7525), (0.5, 0.75), (0.25, 0.375), (0.0625, 0), (0.0009765625, 0)]
+    np.testing.assert_allclose(rates, expected, rtol=1e-6)
+
+
+def test_a_schedule_names_its_unit_and_rejects_another():
+    schedule = optimizers.LinearDecay(1e-3, 1e-4, duration=1000, unit="updates")
+    assert schedule.describe() == (
+        "LinearDecay(initial_learning_rate=0.001, final_learning_rate=0.0001, duration=1000) "
+        "counting updates"
+    )
+    with pytest.raises(ValueError, match="LinearDecay.unit must be one of"):
+        optimizers.LinearDecay(1e-3, 1e-4, duration=1000, unit="episodes")

@@ -1,0 +1,188 @@
+"""A2C: synchronous n-step advantage actor-critic (Mnih et al., 2016) over a vector environment.
+
+Acting: each of the N sub-environments samples from the softmax policy, in numpy for small nets
+(one uniform draw per sub-environment); evaluation takes the most probable action.
+Learning: every `n_steps` vector steps the rollout `[T, N]` goes to the learner in one compiled
+call, which evaluates V(s_t) and V(s'_t) with the current network, forms returns G and
+advantages A with the `returns` part (`NStepReturns` or `GAE`, cut at every done, bootstrapped
+from the final observation where truncated) and minimises
+
+    loss = PolicyGradientLoss(logits, a, A) + value_loss_coef * TDMSELoss(V(s), G)
+
+(the entropy bonus is `PolicyGradientLoss.entropy_coef`) with one optimizer. `ActorCriticLoss` is
+the loss of one rollout for any network: an A3C worker builds the same one on its local copy.
+"""
+
+from collections.abc import Callable
+
+import gin
+import gymnasium as gym
+import keras
+import numpy as np
+import tensorflow as tf
+
+from framework.agent import Agent, Metrics, State, VectorStep
+from framework.learner import Batch, Health, Learner, UpdateGroup
+from framework.parts import networks
+from framework.parts.gradient_processors import GradientProcessor
+from framework.parts.losses import PolicyGradientLoss, TDMSELoss
+from framework.parts.returns import NStepReturns, Rollout
+from framework.validation import (
+    require_discrete,
+    require_positive,
+    require_unit_interval,
+)
+
+
+class ActorCriticLoss:
+    """The loss of one rollout batch `[T, N, ...]` (a `Rollout`'s arrays) for `network`,
+    `s -> (logits [B, A], V(s) [B])`; returns `(loss, extras)` as every loss does."""
+
+    def __init__(
+        self,
+        network: keras.Model,
+        returns: Callable,
+        policy_loss: PolicyGradientLoss,
+        value_loss: TDMSELoss,
+        value_loss_coef: float,
+        gamma: float,
+    ):
+        self.network = network
+        self.returns = returns
+        self.policy_loss = policy_loss
+        self.value_loss = value_loss
+        self.value_loss_coef = value_loss_coef
+        self.gamma = gamma
+
+    def __call__(self, batch: Batch) -> tuple[tf.Tensor, Metrics]:
+        rows = tf.shape(batch["reward"])  # [T, N]
+        size = tf.size(batch["reward"])  # T * N
+
+        def flat(x):  # [T, N, ...] -> [T * N, ...]
+            return tf.reshape(x, tf.concat([[size], tf.shape(x)[2:]], 0))
+
+        # One forward pass for V(s_t) and V(s'_t) (s'_t: the final observation where done).
+        observations = tf.concat([flat(batch["observation"]), flat(batch["next_observation"])], 0)
+        logits, values = self.network(observations)  # [2TN, A], [2TN]
+        logits, next_values, values = logits[:size], values[size:], values[:size]
+        returns, advantages = self.returns(
+            batch["reward"],
+            tf.reshape(values, rows),
+            tf.reshape(next_values, rows),
+            batch["terminated"],
+            batch["truncated"],
+            self.gamma,
+        )  # [T, N] each, no gradient
+        returns, advantages = tf.reshape(returns, [-1]), tf.reshape(advantages, [-1])  # [TN]
+        policy_loss, extras = self.policy_loss(logits, flat(batch["action"]), advantages)
+        value_loss, _ = self.value_loss(values, returns)
+        extras = {
+            **extras,  # policy_loss, entropy
+            "value_loss": value_loss,
+            "mean_value": tf.reduce_mean(values),
+            "mean_return": tf.reduce_mean(returns),
+            "advantage_mean": tf.reduce_mean(advantages),
+            "advantage_std": tf.math.reduce_std(advantages),
+        }
+        return policy_loss + self.value_loss_coef * value_loss, extras
+
+
+@gin.configurable
+class A2CAgent(Agent):
+    def __init__(
+        self,
+        observation_space: gym.Space,
+        action_space: gym.Space,
+        seed: int,
+        network: Callable[..., keras.Model] = networks.actor_critic_mlp,
+        returns: Callable | None = None,
+        policy_loss: PolicyGradientLoss | None = None,
+        value_loss: TDMSELoss | None = None,
+        value_loss_coef: float = 0.5,
+        optimizer: keras.optimizers.Optimizer | None = None,
+        gradient_processor: GradientProcessor | None = None,
+        gamma: float = 0.99,
+        n_steps: int = 5,
+    ):
+        super().__init__(observation_space, action_space, seed)
+        require_positive(self, n_steps=n_steps)
+        require_unit_interval(self, gamma=gamma)
+        if not value_loss_coef >= 0:  # a float: `require_non_negative` takes integers
+            raise ValueError(f"A2CAgent.value_loss_coef must be >= 0, got {value_loss_coef}.")
+        self.num_actions = require_discrete(self, action_space)
+        self.network = network(observation_space.shape, self.num_actions)
+        self.loss = ActorCriticLoss(
+            self.network,
+            returns or NStepReturns(),
+            policy_loss or PolicyGradientLoss(),
+            value_loss or TDMSELoss(),
+            value_loss_coef,
+            gamma,
+        )
+        self.rollout = Rollout(n_steps, observation_space)
+        self.learner = Learner(
+            UpdateGroup(
+                self.loss,
+                self.network.trainable_variables,
+                optimizer or keras.optimizers.RMSprop(7e-4, rho=0.99, epsilon=1e-5),
+                gradient_processor,
+            ),
+            batch_spec=self.rollout.spec(),  # one trace for the whole run
+        )
+        self._forward = networks.actor_critic_forward(self.network)
+
+    def act(self, observations: np.ndarray, explore: bool) -> np.ndarray:
+        logits = self._forward.logits(observations)  # [N, A]
+        if not explore:
+            return np.argmax(logits, axis=-1)
+        probs = _softmax(logits)
+        # Inverse-CDF sampling: one uniform draw per sub-env.
+        draws = self.rng.random((len(probs), 1))
+        return np.minimum((probs.cumsum(axis=-1) < draws).sum(axis=-1), self.num_actions - 1)
+
+    def observe(self, step: VectorStep) -> None:
+        self.rollout.add(step)
+
+    def interrupt_episodes(self) -> None:
+        self.rollout.end_episodes()
+
+    def update(self) -> tuple[Metrics, Health]:
+        if not self.rollout.full:
+            return {}, Health()
+        batch = {name: array[None] for name, array in self.rollout.take().items()}
+        metrics, health = self.learner.run(batch)
+        self._forward.refresh()
+        return metrics, Health.from_tensor(health)
+
+    def state(self) -> State:
+        """The rollout in progress is part of the state: a checkpoint falls anywhere in it."""
+        return {
+            **super().state(),
+            "network": self.network,
+            "learner": self.learner,
+            "rollout": self.rollout.state(),
+        }
+
+    def load_state(self, state: State) -> None:
+        super().load_state(state)
+        self.rollout.load_state(state["rollout"])
+        self.learner.restored()
+        self._forward.refresh()
+
+    def diagnostics(self, observation: np.ndarray) -> dict[str, float]:
+        probs = _softmax(self._forward.logits(observation[None]))[0]
+        metrics = {
+            "policy/entropy": float(-np.sum(probs * np.log(probs + 1e-12))),
+            "policy/value": float(self._forward.values(observation[None])[0]),
+        }
+        if self.num_actions <= 16:
+            metrics.update({f"policy/prob_{i}": float(p) for i, p in enumerate(probs)})
+        return metrics
+
+    def histogram_variables(self) -> dict[str, tf.Variable]:
+        return {v.path: v for v in self.network.weights}
+
+
+def _softmax(logits: np.ndarray) -> np.ndarray:
+    z = np.exp(logits - logits.max(axis=-1, keepdims=True))
+    return z / z.sum(axis=-1, keepdims=True)

@@ -1,0 +1,305 @@
+"""DDPG (Lillicrap et al., 2015) and, as a configuration of it, TD3 (Fujimoto et al., 2018).
+
+A deterministic actor mu(s) (tanh scaled to the Box's bounds) and one or more critics Q(s, a)
+(the action joins at the second layer), each with a target copy. One learner call runs two
+update groups per gradient step, each with its own optimizer:
+  critic: TD-MSE of every critic to y = r + discount * min_i Q'_i(s', a'), a' = mu'(s'),
+          the target a stop-gradient (the target part's and the loss's own);
+  actor:  -mean Q_1(s, mu(s)) over the actor's variables; after it, the target actor and
+          critics follow by `SoftUpdate` (EMA, decay = 1 - tau).
+The targets move in the actor's group, so a delayed actor delays them with it, as in TD3.
+
+TD3 is three settings of this agent (gin_configs/td3/): `num_critics = 2` (clipped double-Q),
+`target_noise` (target policy smoothing: clipped Gaussian noise on a') and `actor_every = 2`
+(the actor and targets update every 2nd step).
+
+Acting: uniform random actions until `learning_starts`, then mu(s) plus exploration noise (a
+part: Gaussian or Ornstein-Uhlenbeck, one process per sub-environment, restarted where an
+episode ended), in units of the action half-range, clipped to the bounds; evaluation acts
+with mu(s). Small MLP actors act from a numpy copy, refreshed after every learner call.
+Learning: as DQN, `gradient_steps` for every multiple of `train_freq` transitions crossed
+after `learning_starts`, all batches sampled at once and run in one compiled call.
+"""
+
+from collections.abc import Callable
+
+import gin
+import gymnasium as gym
+import keras
+import numpy as np
+import tensorflow as tf
+
+from framework.agent import Agent, Metrics, State, VectorStep
+from framework.learner import Health, Learner, UpdateGroup
+from framework.parts import networks
+from framework.parts.exploration import GaussianNoise
+from framework.parts.gradient_processors import GradientProcessor
+from framework.parts.losses import DeterministicPolicyLoss, TDMSELoss
+from framework.parts.replay import UniformReplay
+from framework.parts.target_updaters import SoftUpdate, TargetUpdater
+from framework.parts.targets import MinCriticTarget
+from framework.validation import require_non_negative, require_positive, require_unit_interval
+
+
+@gin.configurable
+class DDPGAgent(Agent):
+    """DDPG; TD3 with `num_critics=2, target_noise=0.2, actor_every=2`.
+
+    Parts left None: `DeterministicPolicyLoss`, `TDMSELoss`, `MinCriticTarget`, Adam(1e-3) for
+    each group, `SoftUpdate(tau=0.005)` (over the actor and every critic), `GaussianNoise()`.
+
+    Args (beyond the parts):
+      num_critics: critics trained on one target, the minimum of their target copies.
+      target_noise, target_noise_clip: target policy smoothing, in units of the action
+        half-range: a' = clip(mu'(s') + clip(N(0, target_noise^2), +-clip), low, high).
+      actor_every: the actor group (and with it the target updates) runs every n-th step.
+      critic_l2: `critic_l2 * sum ||W||^2 / 2` over the critics' kernels joins their loss
+        (the classic recipe's weight decay on Q).
+    """
+
+    def __init__(
+        self,
+        observation_space: gym.Space,
+        action_space: gym.Space,
+        seed: int,
+        actor_network: Callable[..., keras.Model] = networks.actor_mlp,
+        critic_network: Callable[..., keras.Model] = networks.critic_mlp,
+        actor_loss: Callable | None = None,
+        critic_loss: Callable | None = None,
+        td_target: Callable | None = None,
+        actor_optimizer: keras.optimizers.Optimizer | None = None,
+        critic_optimizer: keras.optimizers.Optimizer | None = None,
+        actor_gradient_processor: GradientProcessor | None = None,
+        critic_gradient_processor: GradientProcessor | None = None,
+        target_updater: TargetUpdater | None = None,
+        replay: Callable[..., UniformReplay] = UniformReplay,
+        noise: Callable | None = None,
+        num_critics: int = 1,
+        target_noise: float = 0.0,
+        target_noise_clip: float = 0.5,
+        actor_every: int = 1,
+        critic_l2: float = 0.0,
+        gamma: float = 0.99,
+        n_step: int = 1,
+        batch_size: int = 256,
+        learning_starts: int = 1_000,
+        train_freq: int = 1,
+        gradient_steps: int = 1,
+    ):
+        super().__init__(observation_space, action_space, seed)
+        require_positive(
+            self,
+            num_critics=num_critics,
+            actor_every=actor_every,
+            batch_size=batch_size,
+            train_freq=train_freq,
+            gradient_steps=gradient_steps,
+            n_step=n_step,
+        )
+        require_non_negative(self, learning_starts=learning_starts)
+        for name, value in dict(
+            target_noise=target_noise, target_noise_clip=target_noise_clip, critic_l2=critic_l2
+        ).items():
+            if not (isinstance(value, int | float) and value >= 0):
+                raise ValueError(f"DDPGAgent.{name} must be a number >= 0, got {value!r}.")
+        require_unit_interval(self, gamma=gamma)
+        self.low, self.high = _box_bounds(self, action_space)  # [A] float32 each
+        self.action_size = len(self.low)
+        self.half_range = 0.5 * (self.high - self.low)  # [A]: the unit of every noise
+        self.batch_size = batch_size
+        self.learning_starts = learning_starts
+        self.train_freq = train_freq
+        self.gradient_steps = gradient_steps
+        self.target_noise = target_noise
+        self.target_noise_clip = target_noise_clip
+        self.critic_l2 = critic_l2
+        self.noise = noise or GaussianNoise()
+        self.actor_loss = actor_loss or DeterministicPolicyLoss()
+        self.critic_loss = critic_loss or TDMSELoss()
+        self.td_target = td_target or MinCriticTarget()
+        shape = observation_space.shape
+
+        def actor():
+            return actor_network(shape, self.low, self.high)
+
+        def critic():
+            return critic_network(shape, self.action_size)
+
+        self.actor, self.target_actor = actor(), actor()
+        self.critics = [critic() for _ in range(num_critics)]
+        self.target_critics = [critic() for _ in range(num_critics)]
+        online = [*self.actor.weights, *(w for c in self.critics for w in c.weights)]
+        target = [*self.target_actor.weights, *(w for c in self.target_critics for w in c.weights)]
+        for source, copy in zip(online, target, strict=True):
+            copy.assign(source)
+        # Draws the target-smoothing noise inside the compiled step; checkpointed with the agent.
+        self.tf_rng = tf.random.Generator.from_seed(seed)
+        self.replay = replay(
+            observation_shape=shape,
+            observation_dtype=observation_space.dtype,
+            n_step=n_step,
+            gamma=gamma,
+            action_shape=(self.action_size,),
+            action_dtype=np.float32,
+        )
+        observation_dtype = tf.as_dtype(observation_space.dtype)
+        self.learner = Learner(
+            [
+                UpdateGroup(
+                    self._critic_loss,
+                    [v for c in self.critics for v in c.trainable_variables],
+                    critic_optimizer or keras.optimizers.Adam(1e-3),
+                    critic_gradient_processor,
+                    name="critic",
+                ),
+                UpdateGroup(
+                    self._actor_loss,
+                    self.actor.trainable_variables,
+                    actor_optimizer or keras.optimizers.Adam(1e-3),
+                    actor_gradient_processor,
+                    target_updater or SoftUpdate(tau=0.005),
+                    online_variables=online,
+                    target_variables=target,
+                    every=actor_every,
+                    name="actor",
+                ),
+            ],
+            batch_spec={  # [gradient steps, batch, ...]: any number of steps, one trace
+                "observation": tf.TensorSpec([None, batch_size, *shape], observation_dtype),
+                "action": tf.TensorSpec([None, batch_size, self.action_size], tf.float32),
+                "reward": tf.TensorSpec([None, batch_size], tf.float32),
+                "discount": tf.TensorSpec([None, batch_size], tf.float32),
+                "next_observation": tf.TensorSpec([None, batch_size, *shape], observation_dtype),
+            },
+        )
+        self._policy = networks.actor_forward(self.actor)
+        self.steps = 0  # transitions observed; drives warm-up and the training schedule
+        self._due_calls = 0  # training calls due since the last update
+
+    # ----- acting ------------------------------------------------------------------------------
+
+    def act(self, observations: np.ndarray, explore: bool) -> np.ndarray:
+        shape = (len(observations), self.action_size)
+        if not explore:
+            return self._policy(observations).astype(np.float32)  # [N, A]
+        if self.steps < self.learning_starts:
+            return self.rng.uniform(self.low, self.high, size=shape).astype(np.float32)
+        noisy = self._policy(observations) + self.half_range * self.noise(self.rng, shape)
+        return np.clip(noisy, self.low, self.high).astype(np.float32)  # [N, A]
+
+    def observe(self, step: VectorStep) -> None:
+        self.replay.add(step)
+        self.noise.reset(step.terminated | step.truncated)
+        before, self.steps = self.steps, self.steps + step.num_envs
+        # Multiples of train_freq in (before, steps], counting only those >= learning_starts.
+        counted_from = max(before, self.learning_starts - 1)
+        self._due_calls += max(0, self.steps // self.train_freq - counted_from // self.train_freq)
+
+    def interrupt_episodes(self) -> None:
+        self.replay.end_episodes()
+        self.noise.reset()
+
+    # ----- learning ----------------------------------------------------------------------------
+
+    def update(self) -> tuple[Metrics, Health]:
+        calls, self._due_calls = self._due_calls, 0
+        if not calls or len(self.replay) == 0:  # n-step windows fill only after n steps
+            return {}, Health()
+        batches = self.replay.sample_stack(calls * self.gradient_steps, self.batch_size, self.rng)
+        metrics, health = self.learner.run(batches)
+        self._policy.refresh()
+        metrics = {**metrics, "noise_scale": self.noise.scale, "replay_size": len(self.replay)}
+        return metrics, Health.from_tensor(health)
+
+    def _target_actions(self, next_observation: tf.Tensor) -> tf.Tensor:
+        actions = self.target_actor(next_observation)  # [B, A]
+        if not self.target_noise:
+            return actions
+        noise = self.target_noise * self.tf_rng.normal(tf.shape(actions))
+        noise = tf.clip_by_value(noise, -self.target_noise_clip, self.target_noise_clip)
+        return tf.clip_by_value(actions + self.half_range * noise, self.low, self.high)
+
+    def _critic_loss(self, batch):
+        next_observation = batch["next_observation"]
+        next_actions = self._target_actions(next_observation)  # [B, A]
+        next_q = [critic([next_observation, next_actions]) for critic in self.target_critics]
+        targets = self.td_target(batch["reward"], batch["discount"], next_q)  # [B]
+        losses, extras = zip(
+            *(
+                self.critic_loss(critic([batch["observation"], batch["action"]]), targets)
+                for critic in self.critics
+            ),
+            strict=True,
+        )
+        loss = tf.add_n(losses)
+        # Averaged over the critics: mean Q(s, a) on the batch and |TD error|.
+        metrics = {key: tf.add_n([e[key] for e in extras]) / len(extras) for key in extras[0]}
+        metrics["target_q"] = tf.reduce_mean(targets)
+        if self.critic_l2:
+            kernels = [
+                layer.kernel
+                for critic in self.critics
+                for layer in critic.layers
+                if isinstance(layer, keras.layers.Dense)
+            ]
+            metrics["l2"] = self.critic_l2 * tf.add_n([tf.nn.l2_loss(k) for k in kernels])
+            metrics["td_loss"] = loss
+            loss = loss + metrics["l2"]
+        return loss, metrics
+
+    def _actor_loss(self, batch):
+        observation = batch["observation"]
+        return self.actor_loss(self.critics[0]([observation, self.actor(observation)]))  # [B]
+
+    # ----- persistence and diagnostics ---------------------------------------------------------
+
+    def state(self) -> State:
+        return {
+            **super().state(),
+            "steps": self.steps,
+            "actor": self.actor,
+            "critics": self.critics,
+            "target_actor": self.target_actor,
+            "target_critics": self.target_critics,
+            "learner": self.learner,
+            "tf_rng": self.tf_rng,
+            "replay": self.replay.state(),
+            "noise": self.noise.state(),
+        }
+
+    def load_state(self, state: State) -> None:
+        super().load_state(state)
+        self.steps = state["steps"]
+        self.replay.load_state(state["replay"])
+        self.noise.load_state(state["noise"])
+        self.learner.restored()
+        self._policy.refresh()
+
+    def diagnostics(self, observation: np.ndarray) -> dict[str, float]:
+        action = self._policy(observation[None])  # [1, A]
+        q = self.critics[0]([tf.constant(observation[None]), tf.constant(action, tf.float32)])
+        metrics = {"policy/q": float(q.numpy()[0])}
+        if self.action_size <= 8:
+            metrics.update({f"policy/action_{i}": float(a) for i, a in enumerate(action[0])})
+        return metrics
+
+    def histogram_variables(self) -> dict[str, tf.Variable]:
+        variables = {f"actor/{v.path}": v for v in self.actor.weights}
+        for index, critic in enumerate(self.critics):
+            variables.update({f"critic_{index}/{v.path}": v for v in critic.weights})
+        return variables
+
+
+def _box_bounds(owner: object, space: gym.Space) -> tuple[np.ndarray, np.ndarray]:
+    """The flat, finite bounds of a 1-d Box action space; a clear error for any other."""
+    if not isinstance(space, gym.spaces.Box) or len(space.shape) != 1:
+        raise ValueError(
+            f"{type(owner).__name__} needs a 1-d Box action space (continuous actions), got "
+            f"{space}; use DQN for discrete actions."
+        )
+    if not (np.all(np.isfinite(space.low)) and np.all(np.isfinite(space.high))):
+        raise ValueError(
+            f"{type(owner).__name__} scales its actions to the Box's bounds, which must be "
+            f"finite, got low={space.low}, high={space.high}."
+        )
+    return space.low.astype(np.float32), space.high.astype(np.float32)

@@ -1,0 +1,543 @@
+"""Runs and sweeps read back into tables with confidence intervals, and plots.
+
+  python -m experiments.analyze sweeps/cartpole_lr_tau [more folders ...] [--threshold=475]
+
+A folder is a sweep (its sweep.json names the trials, seeds and swept values), one run folder,
+or any folder holding run folders (grouped into trials by name: `<trial>_seed<k>`). Every scalar
+is read at full resolution from the event files, with each run's config.gin. Per trial, over
+its seeds (runs aligned on environment steps):
+
+  final eval return    mean and IQM, each with a stratified-bootstrap 95% interval (rliable)
+  AUC                  the eval curve's average over training (trapezoids), mean and interval
+  steps to threshold   the first step whose eval return reaches --threshold (default: the
+                       environment's registered reward_threshold), median over the seeds that
+                       reach it, and how many do
+  wall time            training seconds per run (from the logged throughput; restarts excluded)
+
+Printed as markdown, saved as CSV (trials.csv, runs.csv) with PNG plots in --output_dir (default
+<first folder>/analysis): learning_curves.png (IQM over seeds, 95% band), for a sweep
+final_vs_<binding>.png per swept binding, and with two trials (or --compare=A,B)
+comparison.png with the probability that B improves on A.
+"""
+
+import dataclasses
+import glob
+import json
+import math
+import os
+import re
+import sys
+from collections.abc import Sequence
+
+import numpy as np
+
+from experiments import RunError
+
+EVAL_TAG = "eval/episode_return"
+SPEED_TAG = "train/steps_per_second"
+_SKIPPED_FOLDERS = {"discarded", "checkpoints", "logs", "ray_results", "analysis", "train", "eval"}
+
+
+@dataclasses.dataclass
+class Run:
+    """One run folder: its trial, seed, config and every scalar it logged."""
+
+    name: str
+    trial: str
+    seed: int | None
+    folder: str
+    config: str  # config.gin
+    values: dict  # the swept bindings' values (a sweep's record), else {}
+    scalars: dict[str, list[tuple[int, float]]]
+
+    def curve(self, tag: str = EVAL_TAG) -> tuple[np.ndarray, np.ndarray]:
+        points = sorted(self.scalars.get(tag, []))
+        return np.array([s for s, _ in points], float), np.array([v for _, v in points], float)
+
+    def wall_time(self) -> float:
+        """Training seconds: each logged interval's steps over its steps/s, summed (the time
+        between a kill and a resume does not count)."""
+        points = sorted(self.scalars.get(SPEED_TAG, []))
+        seconds, previous = 0.0, 0
+        for step, speed in points:
+            if speed > 0:
+                seconds += (step - previous) / speed
+            previous = step
+        return seconds if points else float("nan")
+
+    def env_id(self) -> str | None:
+        match = re.search(r"^make_env\.env_id\s*=\s*['\"]([^'\"]+)['\"]", self.config, re.M)
+        return match.group(1) if match else None
+
+
+def _read(path: str) -> str:
+    if not os.path.exists(path):
+        return ""
+    with open(path) as f:
+        return f.read()
+
+
+def _trial_of(name: str) -> str:
+    """A run folder's name without its seed (and the time stamp of a default run folder)."""
+    name = re.sub(r"_\d{8}-\d{6}(-\d+)?$", "", name)
+    return re.sub(r"_seed\d+(?=_|$)", "", name) or name
+
+
+def _seed_of(folder: str, config: str) -> int | None:
+    starts = json.loads(_read(os.path.join(folder, "metadata.json")) or "{}").get("starts", [])
+    if starts and str(starts[-1].get("seed", "")).isdigit():
+        return int(starts[-1]["seed"])
+    match = re.search(r"^Runner\.seed\s*=\s*(\d+)", config, re.M)
+    return int(match.group(1)) if match else None
+
+
+def _is_run_folder(folder: str) -> bool:
+    return any(
+        os.path.exists(os.path.join(folder, name)) for name in ("config.gin", "metadata.json")
+    ) or bool(glob.glob(os.path.join(folder, "eval", "*tfevents*")))
+
+
+def _run_folders(root: str) -> list[str]:
+    if _is_run_folder(root):
+        return [root]
+    found = []
+    for entry in sorted(os.listdir(root)):
+        path = os.path.join(root, entry)
+        if os.path.isdir(path) and entry not in _SKIPPED_FOLDERS:
+            found += _run_folders(path)
+    return found
+
+
+def load(paths: Sequence[str], finished_only: bool = True) -> list[Run]:
+    """Every run under `paths`, with its scalars (all tags, every step) and config.
+
+    Runs of a sweep come with the trial, seed and values of its record; with `finished_only`,
+    runs the record does not list as finished are left out. With several paths, each trial's
+    name starts with its folder's name, so that equal trial names stay apart.
+    """
+    from framework.event_reader import read_scalars
+
+    runs = []
+    for path in paths:
+        path = os.path.abspath(path)
+        if not os.path.isdir(path):
+            raise RunError(f"{path} is not a folder: give run folders or sweep folders.")
+        prefix = os.path.basename(path.rstrip(os.sep)) + "/" if len(paths) > 1 else ""
+        record_path = os.path.join(path, "sweep.json")
+        if os.path.exists(record_path):
+            with open(record_path) as f:
+                record = json.load(f)
+            entries = [
+                (os.path.join(path, r["name"]), r["trial"], r["seed"], r["values"])
+                for r in record["runs"]
+                if r["status"] == "finished" or not finished_only
+            ]
+        else:
+            entries = [
+                (folder, _trial_of(os.path.basename(folder)), None, {})
+                for folder in _run_folders(path)
+            ]
+        for folder, trial, seed, values in entries:
+            if not os.path.isdir(folder):
+                continue
+            config = _read(os.path.join(folder, "config.gin"))
+            runs.append(
+                Run(
+                    name=os.path.basename(folder),
+                    trial=prefix + trial,
+                    seed=seed if seed is not None else _seed_of(folder, config),
+                    folder=folder,
+                    config=config,
+                    values=values,
+                    scalars=read_scalars(folder),
+                )
+            )
+    if not runs:
+        raise RunError(
+            f"No runs found under {', '.join(paths)}: a run folder has config.gin and "
+            "TensorBoard event files (eval/); a sweep folder has sweep.json."
+        )
+    return runs
+
+
+def default_threshold(runs: Sequence[Run]) -> float | None:
+    """The environment's registered reward_threshold (CartPole-v1: 475), if all runs share one."""
+    import gymnasium
+
+    import framework.parts.environments  # noqa: F401  (registers the bandit)
+
+    thresholds = set()
+    for run in runs:
+        env_id = run.env_id()
+        try:
+            thresholds.add(gymnasium.spec(env_id).reward_threshold if env_id else None)
+        except gymnasium.error.Error:
+            thresholds.add(None)
+    return thresholds.pop() if len(thresholds) == 1 else None
+
+
+def run_table(runs: Sequence[Run], threshold: float | None, tag: str = EVAL_TAG):
+    """One row per run: final and best eval return, AUC, steps to threshold, wall time."""
+    import pandas as pd
+
+    from experiments import statistics
+
+    rows = []
+    for run in runs:
+        steps, values = run.curve(tag)
+        rows.append(
+            {
+                "trial": run.trial,
+                "seed": run.seed,
+                "folder": run.folder,
+                **run.values,
+                "final_eval_return": statistics.final_value(steps, values),
+                "best_eval_return": float(np.max(values)) if len(values) else math.nan,
+                "auc": statistics.area_under_curve(steps, values),
+                "steps_to_threshold": (
+                    math.nan
+                    if threshold is None
+                    else statistics.steps_to_threshold(steps, values, threshold)
+                ),
+                "final_step": float(steps.max()) if len(steps) else math.nan,
+                "wall_time_s": run.wall_time(),
+            }
+        )
+    return pd.DataFrame(rows)
+
+
+def trial_table(runs_frame, reps: int = 20_000, seed: int = 0):
+    """One row per trial over its seeds: final eval return (mean and IQM, 95% CIs), AUC (mean,
+    95% CI), steps to threshold (median over the seeds that reach it, and how many), wall time."""
+    import pandas as pd
+
+    from experiments import statistics
+
+    rows = []
+    for trial, group in runs_frame.groupby("trial", sort=False):
+        final = group["final_eval_return"].to_numpy(float)
+        mean = statistics.bootstrap_interval(final, statistics.mean, reps, seed)
+        iqm = statistics.bootstrap_interval(final, statistics.iqm, reps, seed)
+        auc = statistics.bootstrap_interval(
+            group["auc"].to_numpy(float), statistics.mean, reps, seed
+        )
+        reached = group["steps_to_threshold"].to_numpy(float)
+        reached = reached[np.isfinite(reached)]
+        values = {
+            key: group[key].iloc[0]
+            for key in group.columns
+            if key not in _RUN_COLUMNS and not key.startswith("_")
+        }
+        rows.append(
+            {
+                "trial": trial,
+                **values,
+                "seeds": int(np.isfinite(final).sum()),
+                "final_mean": mean[0],
+                "final_mean_low": mean[1],
+                "final_mean_high": mean[2],
+                "final_iqm": iqm[0],
+                "final_iqm_low": iqm[1],
+                "final_iqm_high": iqm[2],
+                "auc_mean": auc[0],
+                "auc_mean_low": auc[1],
+                "auc_mean_high": auc[2],
+                "steps_to_threshold_median": float(np.median(reached))
+                if len(reached)
+                else math.nan,
+                "seeds_reaching_threshold": len(reached),
+                "wall_time_s_mean": float(group["wall_time_s"].mean()),
+            }
+        )
+    return pd.DataFrame(rows)
+
+
+_RUN_COLUMNS = {
+    "trial",
+    "seed",
+    "folder",
+    "final_eval_return",
+    "best_eval_return",
+    "auc",
+    "steps_to_threshold",
+    "final_step",
+    "wall_time_s",
+}
+
+
+def markdown(trials, threshold: float | None) -> str:
+    """The trial table as markdown, intervals in brackets."""
+
+    def number(x) -> str:
+        return "n/a" if x is None or (isinstance(x, float) and not math.isfinite(x)) else f"{x:.4g}"
+
+    def interval(row, name) -> str:
+        return f"{number(row[name])} [{number(row[name + '_low'])}, {number(row[name + '_high'])}]"
+
+    swept = [c for c in trials.columns if c not in _TRIAL_COLUMNS]
+    head = [
+        "trial",
+        *swept,
+        "seeds",
+        "final return: mean [95% CI]",
+        "IQM [95% CI]",
+        "AUC [95% CI]",
+        f"steps to {number(threshold)} (median, reached)",
+        "wall time (s)",
+    ]
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for _, row in trials.iterrows():
+        cells = [
+            str(row["trial"]),
+            *[str(row[c]) for c in swept],
+            str(row["seeds"]),
+            interval(row, "final_mean"),
+            interval(row, "final_iqm"),
+            interval(row, "auc_mean"),
+            f"{number(row['steps_to_threshold_median'])} ({row['seeds_reaching_threshold']}"
+            f"/{row['seeds']})",
+            number(row["wall_time_s_mean"]),
+        ]
+        lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+_TRIAL_COLUMNS = {
+    "trial",
+    "seeds",
+    *(f"{m}{s}" for m in ("final_mean", "final_iqm", "auc_mean") for s in ("", "_low", "_high")),
+    "steps_to_threshold_median",
+    "seeds_reaching_threshold",
+    "wall_time_s_mean",
+}
+
+
+# ----- plots ------------------------------------------------------------------------------------
+
+
+def _pyplot():
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    return plt
+
+
+def _trial_curves(runs: Sequence[Run], trial: str, tag: str):
+    from experiments import statistics
+
+    curves = [r.curve(tag) for r in runs if r.trial == trial and len(r.curve(tag)[0])]
+    return statistics.align(curves)
+
+
+def plot_learning_curves(
+    runs: Sequence[Run], trials: Sequence[str], path: str, threshold=None, tag=EVAL_TAG, title=""
+) -> None:
+    """Per trial: the IQM over seeds at each environment step, with its 95% bootstrap band."""
+    from experiments import statistics
+
+    plt = _pyplot()
+    figure, axes = plt.subplots(figsize=(7, 4.5))
+    for trial in trials:
+        steps, values = _trial_curves(runs, trial, tag)
+        if not len(steps):
+            continue
+        centre, low, high = statistics.curve_band(values)
+        (line,) = axes.plot(steps, centre, label=f"{trial} ({len(values)} seeds)")
+        axes.fill_between(steps, low, high, color=line.get_color(), alpha=0.2)
+    if threshold is not None:
+        axes.axhline(threshold, color="gray", linestyle="--", linewidth=1, label="threshold")
+    axes.set_xlabel("environment steps")
+    axes.set_ylabel(f"{tag} (IQM over seeds, 95% CI)")
+    axes.set_title(title)
+    axes.legend(fontsize="small")
+    axes.grid(alpha=0.3)
+    figure.tight_layout()
+    figure.savefig(path, dpi=120)
+    plt.close(figure)
+
+
+def plot_final_vs_parameter(runs_frame, trials_frame, parameter: str, path: str) -> None:
+    """Every run's final eval return against one swept binding (dots), and each trial's IQM
+    with its 95% interval (bars); a log axis when the values span more than a decade."""
+    plt = _pyplot()
+    figure, axes = plt.subplots(figsize=(6, 4))
+    values = list(trials_frame[parameter])
+    numeric = all(isinstance(v, int | float) and not isinstance(v, bool) for v in values)
+    if numeric:
+        x_of = {v: float(v) for v in values}
+        positive = [v for v in x_of.values() if v > 0]
+        if len(positive) == len(values) and max(positive) / min(positive) > 10:
+            axes.set_xscale("log")
+    else:
+        categories = sorted({str(v) for v in values})
+        x_of = {v: categories.index(str(v)) for v in values}
+        axes.set_xticks(range(len(categories)), categories, rotation=30, ha="right")
+    axes.scatter(
+        [x_of[v] for v in runs_frame[parameter]],
+        runs_frame["final_eval_return"],
+        s=12,
+        color="gray",
+        alpha=0.6,
+        label="runs",
+    )
+    x = np.array([x_of[v] for v in trials_frame[parameter]])
+    centre = trials_frame["final_iqm"].to_numpy(float)
+    errors = np.abs(
+        np.stack([centre - trials_frame["final_iqm_low"], trials_frame["final_iqm_high"] - centre])
+    )
+    axes.errorbar(x, centre, yerr=errors, fmt="o", capsize=4, label="trial IQM, 95% CI")
+    axes.set_xlabel(parameter)
+    axes.set_ylabel("final eval return")
+    axes.legend(fontsize="small")
+    axes.grid(alpha=0.3)
+    figure.tight_layout()
+    figure.savefig(path, dpi=120)
+    plt.close(figure)
+
+
+def compare(runs_frame, a: str, b: str, reps: int = 20_000, seed: int = 0):
+    """P(B > A) on the final eval return, (point, low, high)."""
+    from experiments import statistics
+
+    scores = {
+        t: runs_frame.loc[runs_frame["trial"] == t, "final_eval_return"].to_numpy(float)
+        for t in (a, b)
+    }
+    return statistics.probability_of_improvement(scores[b], scores[a], reps, seed)
+
+
+# ----- the whole analysis -----------------------------------------------------------------------
+
+
+@dataclasses.dataclass
+class Analysis:
+    runs: list[Run]
+    runs_frame: object  # pandas.DataFrame
+    trials_frame: object
+    threshold: float | None
+    table: str
+    files: list[str]
+    comparison: tuple[str, str, tuple[float, float, float]] | None = None
+
+
+def analyze(
+    paths: Sequence[str],
+    output_dir: str | None = None,
+    threshold: float | None = None,
+    compare_trials: Sequence[str] = (),
+    reps: int = 20_000,
+    seed: int = 0,
+    tag: str = EVAL_TAG,
+) -> Analysis:
+    """Tables and plots for the runs under `paths`, written to `output_dir`."""
+    runs = load(paths)
+    threshold = threshold if threshold is not None else default_threshold(runs)
+    runs_frame = run_table(runs, threshold, tag)
+    trials_frame = trial_table(runs_frame, reps, seed)
+    output_dir = output_dir or os.path.join(paths[0], "analysis")
+    os.makedirs(output_dir, exist_ok=True)
+    files = [os.path.join(output_dir, name) for name in ("runs.csv", "trials.csv")]
+    runs_frame.to_csv(files[0], index=False)
+    trials_frame.to_csv(files[1], index=False)
+    trial_names = list(trials_frame["trial"])
+    curves = os.path.join(output_dir, "learning_curves.png")
+    plot_learning_curves(runs, trial_names, curves, threshold, tag, os.path.basename(paths[0]))
+    files.append(curves)
+    swept = [c for c in trials_frame.columns if c not in _TRIAL_COLUMNS]
+    for parameter in swept:
+        safe = re.sub(r"[^\w.-]", "_", parameter)
+        path = os.path.join(output_dir, f"final_vs_{safe}.png")
+        plot_final_vs_parameter(runs_frame, trials_frame, parameter, path)
+        files.append(path)
+    comparison = None
+    if compare_trials or len(trial_names) == 2:
+        a, b = compare_trials or trial_names
+        unknown = [t for t in (a, b) if t not in trial_names]
+        if unknown:
+            raise RunError(
+                f"--compare names {', '.join(unknown)}, which no run belongs to; the trials "
+                f"are: {', '.join(trial_names)}."
+            )
+        comparison = (a, b, compare(runs_frame, a, b, reps, seed))
+        point, low, high = comparison[2]
+        path = os.path.join(output_dir, "comparison.png")
+        plot_learning_curves(
+            runs,
+            [a, b],
+            path,
+            threshold,
+            tag,
+            f"P({b} > {a}) = {point:.2f} [{low:.2f}, {high:.2f}]",
+        )
+        files.append(path)
+    table = markdown(trials_frame, threshold)
+    with open(os.path.join(output_dir, "trials.md"), "w") as f:
+        f.write(table + "\n")
+    files.append(os.path.join(output_dir, "trials.md"))
+    return Analysis(runs, runs_frame, trials_frame, threshold, table, files, comparison)
+
+
+def _define_flags():
+    from absl import flags
+
+    flags.DEFINE_float("threshold", None, "Eval return that counts as solved (default: the env's).")
+    flags.DEFINE_string(
+        "output_dir", None, "Where tables and plots go (default <folder>/analysis)."
+    )
+    flags.DEFINE_list("compare", [], "Two trials A,B: plots both and P(B > A).")
+    flags.DEFINE_integer("reps", 20_000, "Bootstrap replications.")
+    flags.DEFINE_integer("bootstrap_seed", 0, "Seed of the bootstrap (fixed: same CIs each time).")
+    flags.DEFINE_string("tag", EVAL_TAG, "The scalar to analyse.")
+
+
+def main(argv: list[str]) -> None:
+    from absl import app, flags
+
+    flag = flags.FLAGS
+    if len(argv) < 2:
+        raise app.UsageError("Give one or more run or sweep folders.")
+    if flag.compare and len(flag.compare) != 2:
+        raise app.UsageError(f"--compare takes two trials A,B; got {flag.compare}.")
+    try:
+        result = analyze(
+            argv[1:],
+            flag.output_dir,
+            flag.threshold,
+            flag.compare,
+            flag.reps,
+            flag.bootstrap_seed,
+            flag.tag,
+        )
+    except RunError as error:
+        print(f"experiments.analyze: error: {error}", file=sys.stderr)
+        sys.exit(1)
+    print(result.table)
+    if result.comparison:
+        a, b, (point, low, high) = result.comparison
+        print(f"\nP({b} > {a}) on the final eval return: {point:.3f} [{low:.3f}, {high:.3f}]")
+    print("\nWrote: " + ", ".join(result.files))
+
+
+def quiet_tensorflow() -> None:
+    """TensorFlow (read_scalars needs it) without its banners, where experiments.quiet exists."""
+    try:
+        from experiments import quiet
+    except ImportError:
+        os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+        return
+    quiet.import_tensorflow()
+
+
+def run_main() -> None:
+    from absl import app, logging
+
+    quiet_tensorflow()
+    logging.set_verbosity(logging.WARNING)  # rliable logs a line per bootstrap
+    _define_flags()
+    app.run(main)
+
+
+if __name__ == "__main__":
+    run_main()

@@ -1,0 +1,128 @@
+"""One run of a sweep (a trial's bindings with one seed), trained wherever a sweep puts it: a
+fresh local worker process, or a Ray Tune trial.
+
+Gin state does not travel to another process by itself, so a `Task` carries everything a run
+needs explicitly (absolute gin files, bindings, run folder, seed); `run` clears gin and parses
+them again, so a process (a reused Ray worker) that ran another trial leaks nothing into this one.
+Importing this module is cheap: TensorFlow is imported inside `run`.
+"""
+
+import dataclasses
+import os
+import signal
+import sys
+import traceback
+
+STATUS_FINISHED, STATUS_FAILED, STATUS_INTERRUPTED = "finished", "failed", "interrupted"
+_MAX_ERROR_CHARS = 2000  # a one-paragraph error; the traceback goes to the run's log
+
+
+@dataclasses.dataclass(frozen=True)
+class Task:
+    """Everything one run needs, as plain values that pickle (spawn, Ray)."""
+
+    name: str
+    gin_files: tuple[str, ...]  # absolute paths
+    bindings: tuple[str, ...]  # the sweep's fixed bindings, then the trial's
+    base_dir: str  # absolute: the run folder
+    seed: int
+    strict: bool = False
+    log_path: str | None = None  # where the run's output goes (append); None: inherited
+
+
+def run(task: Task) -> dict:
+    """Trains `task` into its run folder (resuming from its newest complete checkpoint);
+    returns {"status": "finished"}, or {"status": "failed", "error": one paragraph}, or
+    {"status": "interrupted", ...} when a signal stopped it (it checkpointed; resumed later).
+
+    Any exception is a failure of this run alone (its traceback goes to the log).
+    """
+    import gin
+
+    import experiments
+
+    gin.clear_config()
+    try:
+        experiments.train(
+            list(task.gin_files),
+            list(task.bindings),
+            task.base_dir,
+            task.seed,
+            task.strict,
+            declare_hparams=False,  # the sweep declares the dashboard's columns once
+        )
+    except experiments.RunStopped as stop:  # SIGTERM/SIGINT: checkpointed, to be resumed
+        return {"status": STATUS_INTERRUPTED, "error": _paragraph(str(stop))}
+    except experiments.RunError as error:
+        return {"status": STATUS_FAILED, "error": _paragraph(str(error))}
+    except Exception as error:
+        traceback.print_exc()
+        return {"status": STATUS_FAILED, "error": _paragraph(f"{type(error).__name__}: {error}")}
+    finally:
+        gin.clear_config()
+    return {"status": STATUS_FINISHED}
+
+
+def _paragraph(text: str) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= _MAX_ERROR_CHARS else text[: _MAX_ERROR_CHARS - 3] + "..."
+
+
+def process_main(task: Task, connection, parent_pid: int) -> None:
+    """The entry point of a local worker process: one run, its outcome sent to the driver.
+
+    The worker dies with its driver: it is in the driver's process group (a Ctrl-C or a kill
+    of the group reaches it), and on Linux the kernel sends it SIGTERM when the driver dies
+    however it dies, so no orphan keeps training (and holding its run folder's lock).
+    """
+    _terminate_with_parent(parent_pid)
+    signal.signal(signal.SIGINT, signal.SIG_DFL)  # a Ctrl-C stops the run: unfinished, resumed
+    if task.log_path:
+        _redirect_output(task.log_path)
+    try:
+        from experiments import quiet
+
+        quiet.import_tensorflow()
+    except ImportError:
+        os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+    from absl import logging
+
+    logging.set_verbosity(logging.INFO)
+    logging.info("Run %s (seed %d) in %s", task.name, task.seed, task.base_dir)
+    outcome = run(task)
+    sys.stdout.flush()
+    sys.stderr.flush()
+    connection.send(outcome)
+    connection.close()
+
+
+def _terminate_with_parent(parent_pid: int) -> None:
+    if sys.platform.startswith("linux"):
+        import ctypes
+
+        pr_set_pdeathsig = 1
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(pr_set_pdeathsig, signal.SIGTERM)
+    if os.getppid() != parent_pid:  # the driver died before the line above took effect
+        os.kill(os.getpid(), signal.SIGTERM)
+
+
+def _redirect_output(path: str) -> None:
+    """Points this process's stdout and stderr (Python's and native code's) at `path`."""
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os.dup2(fd, 1)
+    os.dup2(fd, 2)
+    os.close(fd)
+
+
+def tune_trainable(config: dict) -> None:
+    """A Ray Tune function trainable: the run in `config["task"]`, its outcome reported."""
+    from ray import tune
+
+    task = Task(**{**config["task"], "gin_files": tuple(config["task"]["gin_files"])})
+    if task.log_path:
+        _redirect_output(task.log_path)
+    tune.report(run(task))

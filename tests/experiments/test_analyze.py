@@ -1,0 +1,125 @@
+"""Statistics on synthetic curves against hand-computed values, and the analysis of run folders
+written by hand (known event files, so every number in the table is known)."""
+
+import json
+import os
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from experiments import analyze, statistics
+
+
+def test_iqm_trims_a_quarter_from_each_end():
+    # 1..8: floor(0.25 * 8) = 2 trimmed each side -> mean(3, 4, 5, 6) = 4.5
+    assert statistics.iqm([8, 1, 7, 2, 6, 3, 5, 4]) == 4.5
+    # an outlier does not move it: 0, 1, 2, 1000 -> mean(1, 2) = 1.5
+    assert statistics.iqm([1000, 0, 2, 1]) == 1.5
+
+
+def test_area_under_the_curve_is_the_curve_average_over_its_steps():
+    # trapezoids: (0 + 1) / 2 * 100 + (1 + 1) / 2 * 100 = 150, over 200 steps -> 0.75
+    assert statistics.area_under_curve([0, 100, 200], [0, 1, 1]) == 0.75
+    # learning sooner scores higher at the same final value
+    assert statistics.area_under_curve([0, 100, 200], [0, 0, 1]) == 0.25
+    assert statistics.area_under_curve([100], [3.0]) == 3.0
+
+
+def test_steps_to_threshold_is_the_first_step_that_reaches_it():
+    steps, values = [100, 200, 300, 400], [0.1, 0.5, 0.4, 0.9]
+    assert statistics.steps_to_threshold(steps, values, 0.5) == 200  # >=, at its first step
+    assert statistics.steps_to_threshold(steps, values, 0.6) == 400
+    assert np.isnan(statistics.steps_to_threshold(steps, values, 1.0))
+
+
+def test_runs_are_aligned_on_environment_steps():
+    grid, values = statistics.align([([0, 100, 200], [0, 1, 2]), ([0, 100, 200], [2, 3, 4])])
+    np.testing.assert_array_equal(grid, [0, 100, 200])
+    np.testing.assert_array_equal(values, [[0, 1, 2], [2, 3, 4]])
+    # Different steps: the union within the common range, interpolated.
+    grid, values = statistics.align([([0, 100, 200], [0, 1, 2]), ([50, 150, 250], [5, 15, 25])])
+    np.testing.assert_array_equal(grid, [50, 100, 150, 200])
+    np.testing.assert_allclose(values, [[0.5, 1, 1.5, 2], [5, 10, 15, 20]])
+
+
+@pytest.mark.parametrize("aggregate", [statistics.mean, statistics.iqm])
+def test_bootstrap_intervals_contain_the_true_value_and_narrow_with_more_seeds(aggregate):
+    # A symmetric distribution: its mean and its IQM are both its centre, 10.
+    scores = np.random.default_rng(3).normal(10.0, 2.0, size=40)
+    widths = []
+    for seeds in (5, 10, 40):
+        point, low, high = statistics.bootstrap_interval(scores[:seeds], aggregate, 2000, seed=0)
+        assert low <= 10.0 <= high, (seeds, low, high)
+        assert low <= point <= high
+        widths.append(high - low)
+    assert widths[0] > widths[1] > widths[2]
+    # A fixed seed gives the same interval each time.
+    assert statistics.bootstrap_interval(scores[:5], aggregate, 2000, seed=0) == (
+        statistics.bootstrap_interval(scores[:5], aggregate, 2000, seed=0)
+    )
+
+
+def test_probability_of_improvement():
+    assert statistics.probability_of_improvement([2, 3, 4], [0, 1, 1.5], 500)[0] == 1.0
+    # x beats y in 5 of the 9 pairs and ties none: 5 / 9
+    point, low, high = statistics.probability_of_improvement([1, 4, 6], [2, 3, 5], 500)
+    assert point == pytest.approx(5 / 9)
+    assert low <= point <= high
+
+
+def _write_run(folder, seed, eval_curve, speeds):
+    """A run folder as the runner leaves it: config.gin, metadata.json, eval/ and train/."""
+    os.makedirs(folder)
+    with open(os.path.join(folder, "config.gin"), "w") as f:
+        f.write(f"make_env.env_id = 'CartPole-v1'\nRunner.seed = {seed}\n")
+    with open(os.path.join(folder, "metadata.json"), "w") as f:
+        f.write(json.dumps({"starts": [{"seed": str(seed), "resumed_from_step": None}]}))
+    for split, tag, points in (
+        ("eval", "eval/episode_return", eval_curve),
+        ("train", "train/steps_per_second", speeds),
+    ):
+        writer = tf.summary.create_file_writer(os.path.join(folder, split))
+        with writer.as_default():
+            for step, value in points:
+                tf.summary.scalar(tag, value, step=step)
+        writer.close()
+
+
+def test_the_analysis_of_two_configs_matches_hand_computed_numbers(tmp_path):
+    # Config "fast" reaches CartPole's 475 sooner than "slow"; three seeds each.
+    curves = {
+        "fast": [[100, 475, 500], [200, 480, 500], [150, 300, 475]],
+        "slow": [[100, 200, 300], [50, 250, 400], [100, 150, 490]],
+    }
+    for config, seeds in curves.items():
+        for seed, values in enumerate(seeds):
+            _write_run(
+                tmp_path / config / f"{config}_seed{seed}",
+                seed,
+                list(zip([1000, 2000, 3000], values, strict=True)),
+                [(1000, 500.0), (3000, 1000.0)],  # 1000/500 + 2000/1000 = 4 s of training
+            )
+    out = tmp_path / "out"
+    result = analyze.analyze([str(tmp_path / "fast"), str(tmp_path / "slow")], str(out), reps=1000)
+    assert result.threshold == 475  # CartPole-v1's registered reward_threshold
+    runs = result.runs_frame.set_index(["trial", "seed"])
+    # fast seed 2: trapezoids (150 + 300) / 2 * 1000 + (300 + 475) / 2 * 1000 = 612500 / 2000
+    assert runs.loc[("fast/fast", 2), "auc"] == pytest.approx(306.25)
+    assert runs.loc[("fast/fast", 0), "steps_to_threshold"] == 2000
+    assert runs.loc[("fast/fast", 2), "steps_to_threshold"] == 3000
+    assert np.isnan(runs.loc[("slow/slow", 0), "steps_to_threshold"])
+    assert runs.loc[("slow/slow", 1), "wall_time_s"] == pytest.approx(4.0)
+    trials = result.trials_frame.set_index("trial")
+    assert trials.loc["fast/fast", "final_mean"] == pytest.approx((500 + 500 + 475) / 3)
+    assert trials.loc["slow/slow", "final_iqm"] == pytest.approx(1190 / 3)  # 3 seeds: none trimmed
+    assert trials.loc["fast/fast", "steps_to_threshold_median"] == 2000  # 2000, 2000, 3000
+    assert trials.loc["slow/slow", "seeds_reaching_threshold"] == 1
+    assert trials.loc["fast/fast", "wall_time_s_mean"] == pytest.approx(4.0)
+    # Two configs: compared, fast over slow on the final return: 8 of 9 pairs, no ties.
+    a, b, (point, _, _) = result.comparison
+    assert (a, b) == ("fast/fast", "slow/slow")
+    assert point == pytest.approx(1 / 9)  # P(slow > fast): only 490 > 475
+    for name in ("runs.csv", "trials.csv", "trials.md", "learning_curves.png", "comparison.png"):
+        assert os.path.getsize(out / name) > 0
+    assert "| fast/fast |" in result.table

@@ -1,0 +1,127 @@
+"""What a run tells a researcher: HParams that compare runs, schedules in environment steps,
+the console's evaluations and summary, a recorded command that reproduces the run."""
+
+import glob
+import json
+import logging
+import os
+import shlex
+import subprocess
+
+import pytest
+from tensorboard.plugins.hparams import plugin_data_pb2
+
+import experiments
+from framework.event_reader import read_events, read_scalars
+from tests.experiments import cli
+
+BANDIT = ["gin_configs/reinforce/bandit.gin"]
+SHORT = ["Runner.num_steps = 200", "Runner.eval_interval = 100", "Runner.eval_episodes = 3"]
+
+
+def _hparams_records(base_dir) -> list[plugin_data_pb2.HParamsPluginData]:
+    records = []
+    for path in glob.glob(os.path.join(str(base_dir), "*tfevents*")):  # the run folder itself
+        for event in read_events(path)[0]:
+            for value in event.summary.value:
+                if value.metadata.plugin_data.plugin_name == "hparams":
+                    content = value.metadata.plugin_data.content
+                    records.append(plugin_data_pb2.HParamsPluginData.FromString(content))
+    return records
+
+
+def test_hparams_name_the_run_without_its_seed_list_bound_values_and_eval_metrics(tmp_path):
+    for seed, rate in ((1, 0.01), (2, 0.003)):
+        experiments.train(
+            BANDIT,
+            [*SHORT, f"optimizers.Adam.learning_rate = {rate}"],
+            str(tmp_path / f"bandit_lr{rate}_seed{seed}"),
+            seed=seed,
+        )
+    for seed, rate in ((1, 0.01), (2, 0.003)):
+        records = _hparams_records(tmp_path / f"bandit_lr{rate}_seed{seed}")
+        (experiment,) = [r.experiment for r in records if r.HasField("experiment")]
+        (session,) = [r.session_start_info for r in records if r.HasField("session_start_info")]
+        assert session.group_name == f"bandit_lr{rate}"  # the seed is not part of the name
+        hparams = dict(session.hparams)
+        assert hparams["Adam.learning_rate"].number_value == pytest.approx(rate)
+        assert hparams["MultiArmedBanditEnv.stds"].number_value == 0.5
+        assert hparams["Runner.agent"].string_value == "@ReinforceAgent"
+        # Only what the config binds: no Keras defaults such as Adam.beta_1, and not the seed.
+        assert "Adam.beta_1" not in hparams and "Runner.seed" not in hparams
+        assert {info.name.tag for info in experiment.metric_infos} == {
+            "eval/episode_return",
+            "eval/best_episode_return",
+        }
+        assert {info.name.group for info in experiment.metric_infos} == {"eval"}
+        assert {info.name for info in experiment.hparam_infos} == set(hparams)
+        evals = read_scalars(tmp_path / f"bandit_lr{rate}_seed{seed}")
+        best = evals["eval/best_episode_return"]
+        returns = [value for _, value in evals["eval/episode_return"]]
+        assert [value for _, value in best] == pytest.approx(
+            [max(returns[: i + 1]) for i in range(len(returns))]
+        )
+
+
+def test_a_staircase_in_environment_steps_changes_the_rate_at_those_steps(tmp_path):
+    # REINFORCE on the bandit updates after every pull; the rate halves every 150 pulls.
+    schedule = [
+        "optimizers.Adam.learning_rate = @optimizers.ExponentialDecay()",
+        "optimizers.ExponentialDecay.initial_learning_rate = 0.001",
+        "optimizers.ExponentialDecay.decay_steps = 150",
+        "optimizers.ExponentialDecay.decay_rate = 0.5",
+        "optimizers.ExponentialDecay.staircase = True",
+        "Runner.log_interval = 50",
+        "Runner.num_steps = 400",
+    ]
+    result = experiments.train(BANDIT, [*SHORT, *schedule], str(tmp_path))
+    logged = dict(read_scalars(tmp_path)["train/learning_rate"])
+    # At step s the update uses 0.001 * 0.5^floor(s / 150): the first update at or after 150
+    # (the one at step 150) already uses the halved rate.
+    expected = {step: 0.001 * 0.5 ** (step // 150) for step in range(50, 401, 50)}
+    assert logged == pytest.approx(expected)
+    assert [s.describe() for s in result.runner.schedules] == [
+        "ExponentialDecay(initial_learning_rate=0.001, decay_steps=150, decay_rate=0.5, "
+        "staircase=True) counting environment steps"
+    ]
+
+
+def test_console_shows_evaluations_a_summary_and_that_a_finished_run_is_finished(tmp_path, caplog):
+    caplog.set_level(logging.INFO)
+    experiments.train(BANDIT, SHORT, str(tmp_path))
+    lines = [record.getMessage() for record in caplog.records]
+    assert any(line.startswith("eval at step 100: return ") for line in lines), lines
+    assert any(
+        line.startswith("Done: final eval return") and str(tmp_path) in line for line in lines
+    )
+    caplog.clear()
+    again = experiments.train(BANDIT, SHORT, str(tmp_path))
+    assert again.eval_returns == []
+    (finished,) = [r.getMessage() for r in caplog.records if "finished at" in r.getMessage()]
+    assert "Runner.num_steps = 400" in finished  # how to train it longer
+
+
+def test_default_folder_names_the_environment_a_binding_changed():
+    named = experiments.default_base_dir(["gin_configs/dqn/cartpole.gin"], 3, "Acrobot-v1")
+    assert os.path.basename(named).startswith("dqn_cartpole_Acrobot-v1_seed3_")
+    same = experiments.default_base_dir(["gin_configs/dqn/cartpole.gin"], None, "CartPole-v1")
+    assert os.path.basename(same).startswith("dqn_cartpole_2")
+
+
+def test_the_recorded_command_pasted_elsewhere_reproduces_the_run(tmp_path):
+    original = tmp_path / "original"
+    experiments.train(BANDIT, [*SHORT, "optimizers.Adam.learning_rate = 0.02"], str(original), 5)
+    (start,) = json.loads((original / "metadata.json").read_text())["starts"]
+    assert start["working_folder"] == os.getcwd()
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    pasted = f"{start['command']} --base_dir={shlex.quote(str(tmp_path / 'copy'))}"
+    completed = subprocess.run(
+        pasted, shell=True, cwd=elsewhere, capture_output=True, text=True, timeout=120
+    )
+    assert completed.returncode == 0, completed.stderr[-2000:]
+    assert (tmp_path / "copy" / "config.gin").read_text() == (original / "config.gin").read_text()
+    copy, expected = read_scalars(tmp_path / "copy"), read_scalars(original)
+    for tag in ("train/episode_return", "eval/episode_return", "train/loss"):
+        assert copy[tag] == expected[tag], tag
+    assert cli.REPO_ROOT not in str(elsewhere)

@@ -1,0 +1,86 @@
+"""Pre-emption loses nothing: SIGTERM and SIGINT checkpoint the step reached and exit cleanly."""
+
+import concurrent.futures
+import random
+import re
+import signal
+import time
+
+import numpy as np
+
+from framework.checkpointing import complete_steps
+from framework.event_reader import read_scalars
+from tests.experiments import cli
+
+GIN_FILE = "gin_configs/dqn/cartpole.gin"
+BINDINGS = [
+    "Runner.num_steps = 5000",
+    "Runner.checkpoint_interval = 1500",
+    "Runner.eval_interval = 1000",
+    "Runner.eval_episodes = 3",
+    "Runner.log_interval = 500",
+    "DQNAgent.train_freq = 128",
+    "DQNAgent.gradient_steps = 16",
+]
+
+
+def _signal_at_a_random_step(process, base_dir, signals, seed) -> str:
+    """Sends `signals` (in quick succession) a random moment after the first checkpoint."""
+    cli.wait_for_first_checkpoint(process, base_dir)
+    time.sleep(random.Random(seed).uniform(0.0, 0.5))
+    for number in signals:
+        process.send_signal(number)
+    _, stderr = process.communicate(timeout=120)
+    return stderr
+
+
+def _check_stop(process, stderr: str, signals, exit_code: int) -> tuple[int, str]:
+    """The exit code, no traceback, one last line saying where it stopped; (step, folder)."""
+    assert process.returncode == exit_code, stderr[-3000:]
+    assert "Traceback" not in stderr, stderr[-3000:]
+    last_line = stderr.rstrip().splitlines()[-1]
+    stopped = re.fullmatch(
+        rf"experiments\.run: stopped by {signals[0].name} at environment step (\d+); its "
+        r"checkpoint is in (\S+) \(saving took [\d.]+ s\)\. Run the same command again to "
+        r"resume from there\.",
+        last_line,
+    )
+    assert stopped, last_line
+    step, checkpoints = int(stopped.group(1)), stopped.group(2)
+    assert 1500 <= step < 5000
+    # A second SIGINT arrived during the save: the checkpoint is complete all the same.
+    assert complete_steps(checkpoints)[0] == step
+    return step, checkpoints
+
+
+def test_sigterm_and_sigint_checkpoint_the_step_reached_and_resume_bitwise(tmp_path):
+    uninterrupted = cli.start(tmp_path / "uninterrupted", GIN_FILE, BINDINGS)
+    cases = {"sigterm": ([signal.SIGTERM], 143), "sigint": ([signal.SIGINT, signal.SIGINT], 130)}
+    processes = {name: cli.start(tmp_path / name, GIN_FILE, BINDINGS) for name in cases}
+    with concurrent.futures.ThreadPoolExecutor(len(cases)) as pool:
+        stderrs = {
+            name: pool.submit(
+                _signal_at_a_random_step, processes[name], tmp_path / name, signals, seed
+            )
+            for seed, (name, (signals, _)) in enumerate(cases.items())
+        }
+        stops = {
+            name: _check_stop(processes[name], stderrs[name].result(), *cases[name])
+            for name in cases
+        }
+    restarted = {name: cli.start(tmp_path / name, GIN_FILE, BINDINGS) for name in cases}
+    for name, (step, checkpoints) in stops.items():
+        resumed = cli.finish(restarted[name])
+        assert f"Resumed from {checkpoints} at environment step {step} " in resumed
+    cli.finish(uninterrupted)
+
+    expected = read_scalars(tmp_path / "uninterrupted")
+    expected_weights = cli.final_weights(tmp_path / "uninterrupted")
+    for name in cases:
+        scalars = read_scalars(tmp_path / name)
+        cli.assert_no_step_twice(scalars)
+        for tag in ("eval/episode_return", "train/episode_return", "train/loss"):
+            assert scalars[tag] == expected[tag], (name, tag)
+        weights = cli.final_weights(tmp_path / name)
+        for key, value in expected_weights.items():
+            np.testing.assert_array_equal(weights[key], value, err_msg=f"{name}: {key}")

@@ -1,0 +1,303 @@
+"""Sweeps on the bandit: run folders, the record, HParams, failures, re-runs, Ray, a killed driver.
+
+Runs are tiny (a few hundred pulls); most of each run's seconds are its process importing TF.
+"""
+
+import glob
+import io
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import numpy as np
+import pytest
+from tensorboard.plugins.hparams import plugin_data_pb2
+
+from experiments import analyze, sweep
+from framework.checkpointing import complete_steps
+from framework.event_reader import read_events, read_scalars
+from tests.experiments import cli
+
+BANDIT = "gin_configs/reinforce/bandit.gin"
+TINY = [
+    "Runner.num_steps = 200",
+    "Runner.eval_interval = 100",
+    "Runner.eval_episodes = 5",
+    "Runner.checkpoint_interval = 100",
+    "Runner.log_interval = 50",
+    "Runner.histogram_interval = 1000",
+]
+LEARNING_RATES = "optimizers.Adam.learning_rate=[0.01, 0.001]"
+
+
+def _run(definition: sweep.Sweep, **kwargs) -> tuple[sweep.Sweep, str]:
+    out = io.StringIO()
+    sweep.run_sweep(definition, out=out, **kwargs)
+    return definition, out.getvalue()
+
+
+def _hparams(path_pattern: str) -> list[plugin_data_pb2.HParamsPluginData]:
+    found = []
+    for path in glob.glob(path_pattern):
+        for event in read_events(path)[0]:
+            for value in event.summary.value:
+                if value.metadata.plugin_data.plugin_name == "hparams":
+                    content = value.metadata.plugin_data.content
+                    found.append(plugin_data_pb2.HParamsPluginData.FromString(content))
+    return found
+
+
+def _starts(folder: str) -> list[dict]:
+    with open(os.path.join(folder, "metadata.json")) as f:
+        return json.load(f)["starts"]
+
+
+@pytest.fixture(scope="module")
+def grid(tmp_path_factory):
+    """A finished 2 learning rates x 2 seeds sweep, run locally two at a time."""
+    base_dir = tmp_path_factory.mktemp("grid")
+    definition = sweep.define([BANDIT], TINY, [LEARNING_RATES], seeds=2, base_dir=str(base_dir))
+    return _run(definition, parallel=2)[0]
+
+
+def test_a_grid_sweep_makes_one_run_folder_per_trial_and_seed(grid):
+    names = sorted(run["name"] for run in grid.runs)
+    assert names == [
+        "learning_rate=0.001_seed0",
+        "learning_rate=0.001_seed1",
+        "learning_rate=0.01_seed0",
+        "learning_rate=0.01_seed1",
+    ]
+    with open(grid.record_path) as f:
+        record = json.load(f)
+    assert [run["status"] for run in record["runs"]] == ["finished"] * 4
+    for run in record["runs"]:
+        folder = os.path.join(grid.base_dir, run["name"])
+        assert os.path.exists(os.path.join(folder, "config.gin"))  # an ordinary run folder
+        with open(os.path.join(folder, "config.gin")) as f:
+            assert f"Runner.seed = {run['seed']}" in f.read()
+        eval_curve = read_scalars(folder)["eval/episode_return"]
+        assert run["result"]["final_eval_return"] == pytest.approx(max(eval_curve)[1])
+        assert run["result"]["eval_step"] == 200
+    assert {t["trial"]: t["finished"] for t in record["trials"]} == {
+        "learning_rate=0.01": 2,
+        "learning_rate=0.001": 2,
+    }
+
+
+def test_the_sweep_declares_its_hparams_domains_and_each_run_its_values(grid):
+    (experiment,) = _hparams(os.path.join(grid.base_dir, "*tfevents*"))
+    (info,) = experiment.experiment.hparam_infos
+    assert info.name == "Adam.learning_rate"  # the name the runs' own sessions use
+    assert sorted(v.number_value for v in info.domain_discrete.values) == [0.001, 0.01]
+    metrics = [m.name.tag for m in experiment.experiment.metric_infos]
+    assert metrics == ["sweep/final_eval_return", "sweep/best_eval_return", "sweep/failed"]
+    for run in grid.runs:
+        folder = grid.folder(run)
+        sessions = [
+            h
+            for h in _hparams(os.path.join(folder, "*tfevents*"))
+            if h.session_start_info.group_name
+        ]
+        (start,) = sessions
+        assert start.session_start_info.group_name == run["trial"]  # the seeds group together
+        value = start.session_start_info.hparams["Adam.learning_rate"].number_value
+        assert value == run["values"]["Adam.learning_rate"]
+        scalars = read_scalars(folder)
+        assert scalars["sweep/failed"] == [(200, 0.0)]
+        assert scalars["sweep/final_eval_return"][0][1] == pytest.approx(
+            run["result"]["final_eval_return"]
+        )
+
+
+def test_the_analysis_table_matches_the_event_files(grid, tmp_path):
+    result = analyze.analyze([grid.base_dir], str(tmp_path), threshold=0.5, reps=500)
+    runs = result.runs_frame.set_index("folder")
+    for run in grid.runs:
+        folder = grid.folder(run)
+        curve = sorted(read_scalars(folder)["eval/episode_return"])
+        steps, values = np.array(curve).T
+        row = runs.loc[folder]
+        assert row["final_eval_return"] == pytest.approx(values[-1])
+        assert row["best_eval_return"] == pytest.approx(values.max())
+        assert row["auc"] == pytest.approx(np.trapezoid(values, steps) / (steps[-1] - steps[0]))
+        reached = steps[values >= 0.5]
+        assert row["steps_to_threshold"] == (
+            reached[0] if len(reached) else pytest.approx(np.nan, nan_ok=True)
+        )
+    trials = result.trials_frame.set_index("trial")
+    for name in ("learning_rate=0.01", "learning_rate=0.001"):
+        finals = [
+            runs.loc[grid.folder(r), "final_eval_return"] for r in grid.runs if r["trial"] == name
+        ]
+        assert trials.loc[name, "seeds"] == 2
+        assert trials.loc[name, "final_mean"] == pytest.approx(np.mean(finals))
+        assert (
+            trials.loc[name, "final_mean_low"]
+            <= np.mean(finals)
+            <= trials.loc[name, "final_mean_high"]
+        )
+    assert "learning_rate=0.01" in result.table
+    for name in ("trials.csv", "runs.csv", "learning_curves.png", "comparison.png"):
+        assert os.path.getsize(tmp_path / name) > 0
+    assert glob.glob(str(tmp_path / "final_vs_Adam.learning_rate.png"))
+
+
+def test_running_a_finished_sweep_again_trains_nothing(grid):
+    before = {run["name"]: len(_starts(grid.folder(run))) for run in grid.runs}
+    again = sweep.define([BANDIT], TINY, [LEARNING_RATES], seeds=2, base_dir=grid.base_dir)
+    _, out = _run(again, parallel=2)
+    assert "nothing to do" in out
+    assert {run["name"]: len(_starts(again.folder(run))) for run in again.runs} == before
+    assert [run["attempts"] for run in again.runs] == [1] * 4
+
+
+def test_a_failing_trial_is_recorded_and_only_it_runs_again(tmp_path):
+    bad = "Runner.eval_episodes=[5, -1]"  # -1 makes the Runner raise
+    definition = sweep.define([BANDIT], TINY, [bad], seeds=1, base_dir=str(tmp_path))
+    _, out = _run(definition, parallel=2)
+    good, failed = definition.runs
+    assert good["status"] == "finished" and good["error"] is None
+    assert failed["status"] == "failed"
+    assert "eval_episodes" in failed["error"] and "-1" in failed["error"]
+    assert "1 failed" in out
+    assert failed["name"] in sweep.failure_report(definition)
+    # Its final metrics are in the dashboard all the same, with its session.
+    scalars = read_scalars(definition.folder(failed))
+    assert scalars["sweep/failed"] == [(0, 1.0)]
+    assert np.isnan(scalars["sweep/final_eval_return"][0][1])
+    (start,) = _hparams(os.path.join(definition.folder(failed), "*tfevents*"))[:1]
+    assert start.session_start_info.hparams["Runner.eval_episodes"].number_value == -1
+
+    again = sweep.define([BANDIT], TINY, [bad], seeds=1, base_dir=str(tmp_path))
+    _, out = _run(again, parallel=2)
+    assert "1 failed to retry" in out
+    good, failed = again.runs
+    assert (good["attempts"], failed["attempts"]) == (1, 2)
+    assert len(_starts(again.folder(good))) == 1  # not started again
+    assert failed["status"] == "failed"
+
+
+def test_a_random_sweep_draws_the_same_trials_each_time(tmp_path):
+    specs = [
+        "optimizers.Adam.learning_rate=loguniform(1e-4, 1e-2)",
+        "Runner.eval_episodes=randint(2, 6)",
+    ]
+    first = sweep.define([BANDIT], TINY, specs, seeds=2, base_dir=str(tmp_path), num_trials=3)
+    second = sweep.define([BANDIT], TINY, specs, seeds=2, base_dir=str(tmp_path), num_trials=3)
+    assert [r["bindings"] for r in first.runs] == [r["bindings"] for r in second.runs]
+    assert len(first.runs) == 6 and len({r["trial"] for r in first.runs}) == 3
+    for run in first.runs:
+        assert 1e-4 <= run["values"]["Adam.learning_rate"] <= 1e-2
+        assert run["values"]["Runner.eval_episodes"] in (2, 3, 4, 5)
+    domains = {p.hparam: p.domain() for p in first.parameters}
+    assert domains["Adam.learning_rate"] == {"type": "real", "min": 1e-4, "max": 1e-2}
+    assert domains["Runner.eval_episodes"] == {"type": "int", "min": 2, "max": 5}
+
+
+def test_bad_sweep_flags_and_another_sweeps_folder_are_one_paragraph_errors(grid, tmp_path):
+    with pytest.raises(sweep.RunError, match="is not 'binding=values'"):
+        sweep.define([BANDIT], [], ["learning_rate 0.1"], base_dir=str(tmp_path))
+    with pytest.raises(sweep.RunError, match="--num_trials"):
+        sweep.define([BANDIT], [], ["optimizers.Adam.learning_rate=uniform(0, 1)"])
+    with pytest.raises(sweep.RunError, match="holds a different sweep"):
+        sweep.define([BANDIT], TINY, [LEARNING_RATES], seeds=3, base_dir=grid.base_dir)
+
+
+def test_a_sweep_on_a_local_ray_instance(local_ray, tmp_path):
+    definition = sweep.define(
+        [BANDIT],
+        TINY,
+        ["optimizers.Adam.learning_rate=[0.01, 0.001]"],
+        seeds=1,
+        base_dir=str(tmp_path),
+    )
+    _run(definition, parallel=2, backend="ray")
+    assert [run["status"] for run in definition.runs] == ["finished", "finished"]
+    for run in definition.runs:
+        assert read_scalars(definition.folder(run))["eval/episode_return"]
+    assert os.path.isdir(tmp_path / "ray_results")
+    # Tune's own TensorBoard logger stayed off: the only event files are the sweep's and runs'.
+    tune_events = glob.glob(str(tmp_path / "ray_results" / "**" / "*tfevents*"), recursive=True)
+    assert tune_events == []
+
+
+def test_a_killed_driver_then_the_same_command_completes_every_run_exactly_once(tmp_path):
+    base_dir = tmp_path / "sweep"
+    bindings = [b for b in TINY if not b.startswith("Runner.num_steps")] + [
+        "Runner.num_steps = 600"
+    ]
+    command = [
+        sys.executable,
+        "-m",
+        "experiments.sweep",
+        f"--gin_file={BANDIT}",
+        f"--sweep={LEARNING_RATES}",
+        "--seeds=2",
+        "--parallel=2",
+        f"--base_dir={base_dir}",
+        *[f"--gin_bindings={b}" for b in bindings],
+    ]
+    driver = subprocess.Popen(
+        command,
+        cwd=cli.REPO_ROOT,
+        start_new_session=True,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+    )
+    record = base_dir / "sweep.json"
+    deadline = time.monotonic() + 240
+    while True:  # until one run is finished and another is running with a checkpoint
+        assert driver.poll() is None, driver.stderr.read().decode()[-3000:]
+        assert time.monotonic() < deadline, "the sweep never reached the middle"
+        try:
+            runs = json.loads(record.read_text())["runs"]
+        except (FileNotFoundError, json.JSONDecodeError):
+            runs = []
+        finished = [r for r in runs if r["status"] == "finished"]
+        running = [
+            r
+            for r in runs
+            if r["status"] == "running"
+            and complete_steps(str(base_dir / r["name"] / "checkpoints"))
+        ]
+        if finished and running:
+            break
+        time.sleep(0.02)
+    driver.send_signal(signal.SIGKILL)  # the driver alone: its runs must die with it
+    driver.wait()
+    deadline = time.monotonic() + 60
+    while True:  # every run of the driver's process group is gone
+        try:
+            os.killpg(driver.pid, 0)
+        except ProcessLookupError:
+            break
+        assert time.monotonic() < deadline, "runs outlived their driver"
+        time.sleep(0.1)
+
+    again = subprocess.run(command, cwd=cli.REPO_ROOT, capture_output=True, text=True, timeout=300)
+    assert again.returncode == 0, again.stderr[-3000:]
+    assert "to resume" in again.stdout
+    runs = json.loads(record.read_text())["runs"]
+    assert [r["status"] for r in runs] == ["finished"] * 4
+    resumed = 0
+    for run in runs:
+        folder = str(base_dir / run["name"])
+        starts = _starts(folder)
+        assert [s["resumed_from_step"] for s in starts].count(None) == 1, run["name"]
+        resumed += any(s["resumed_from_step"] for s in starts)
+        scalars = read_scalars(folder)
+        cli.assert_no_step_twice({t: v for t, v in scalars.items() if not t.startswith("sweep/")})
+        assert [s for s, _ in sorted(scalars["eval/episode_return"])] == [
+            100,
+            200,
+            300,
+            400,
+            500,
+            600,
+        ]
+        assert complete_steps(os.path.join(folder, "checkpoints"))[0] == 600
+    assert resumed >= 1
