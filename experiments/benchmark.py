@@ -7,6 +7,11 @@ replay) and how long restoring it takes. Per config: where the time went (enviro
 observing and replay, learner, evaluation, logging and checkpoints).
 
   python -m experiments.benchmark --configs=gin_configs/dqn/cartpole.gin --seeds=5
+  # against Stable-Baselines3 (python /work/baselines/sb3_dqn_cartpole.py):
+  python -m experiments.benchmark --configs=gin_configs/dqn/cartpole_rlzoo.gin --seeds=1 \
+      --gin_bindings=Runner.eval_interval=50000
+  # against TF-Agents (python /work/baselines/tfagents_dqn_cartpole.py):
+  python -m experiments.benchmark --configs=gin_configs/dqn/cartpole_tfagents.gin --seeds=1
 
 Each (config, seed) trains in its own process. Runs go one at a time by default so that the
 steps/s figures are not skewed by each other; `--parallel` trades that for wall-clock.
@@ -54,6 +59,8 @@ def train_once(gin_file: str, bindings: list[str], seed: int) -> dict:
         "steps": result.env_steps,
         "curve": result.eval_returns,
         "split": runner.time_split(),
+        "gradient_steps": runner.state.gradient_steps,
+        "loop_seconds": sum(runner.time_split().values()),
         "save_ms": 1000 * save_seconds,
         "save_mb": save_bytes / 1e6,
         "resume_s": resumed.resume_seconds,
@@ -95,7 +102,20 @@ def summarize(gin_file: str, results: list[dict], threshold: float) -> str:
         f"reached {threshold:g} in {solved}/{len(results)} seeds"
     )
     lines.append(time_split(results))
+    lines.append(learner_cost(results))
     return "\n".join(lines)
+
+
+def learner_cost(results: list[dict]) -> str:
+    """In-loop throughput (the training loop without start-up and the final restore) and the
+    learner's wall-clock seconds per gradient step, its calls' overhead included."""
+    loop = [r["steps"] / r["loop_seconds"] for r in results]
+    line = f"in-loop {np.median(loop):.0f} steps/s (median over seeds)"
+    steps = sum(r["gradient_steps"] for r in results)
+    if steps:
+        seconds = sum(r["split"]["learner"] for r in results)
+        line += f", learner {1e6 * seconds / steps:.0f} us per gradient step ({steps} steps)"
+    return line
 
 
 def main(argv: list[str]) -> None:

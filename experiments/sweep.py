@@ -903,6 +903,13 @@ def main(argv: list[str]) -> None:
     except RunError as error:
         print(f"experiments.sweep: error: {error}", file=sys.stderr)
         sys.exit(1)
+    except KeyboardInterrupt:  # Ctrl-C or SIGTERM: the runs stopped with their checkpoints
+        print(
+            f"experiments.sweep: stopped; the unfinished runs are recorded in "
+            f"{sweep.record_path}. Run the same command again to resume them.",
+            file=sys.stderr,
+        )
+        sys.exit(130)
     print(summary_table(sweep), flush=True)
     print(f"Analyse it: python -m experiments.analyze {shlex.quote(sweep.base_dir)}", flush=True)
     report = failure_report(sweep)

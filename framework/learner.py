@@ -95,14 +95,17 @@ class Learner(tf.Module):
 
     Args:
       groups: one `UpdateGroup` or several, run in this order within each step.
-      jit_compile: compile the step with XLA (pays for fixed-shape batches, e.g. replay).
+      jit_compile: compile the steps with XLA. None (the default): XLA where `batch_spec`
+        fixes every dimension but the leading (step) one, e.g. batches sampled from a replay.
+        XLA compiles once per shape, so batches of varying length (episodes) stay without it.
+        On 2 CPU cores it makes a batch-64 256x256 DQN step ~1.5x faster (see the README).
       batch_spec: `tf.TensorSpec`s of the stacked batches `run` takes, leading axis first.
     """
 
     def __init__(
         self,
         groups: UpdateGroup | Sequence[UpdateGroup],
-        jit_compile: bool = False,
+        jit_compile: bool | None = None,
         batch_spec: dict[str, tf.TensorSpec] | None = None,
     ):
         super().__init__(name="learner")
@@ -140,6 +143,11 @@ class Learner(tf.Module):
         # With a spec (None for dimensions that vary, such as episode length) a step is traced
         # once; otherwise on the first call and once more for varying shapes.
         signature = None if batch_spec is None else [batch_spec]
+        if jit_compile is None:
+            jit_compile = batch_spec is not None and all(
+                spec.shape[1:].is_fully_defined() for spec in tf.nest.flatten(batch_spec)
+            )
+        self.jit_compile = jit_compile
         compile_options = dict(
             jit_compile=jit_compile, input_signature=signature, reduce_retracing=signature is None
         )

@@ -8,6 +8,7 @@ import time
 import numpy as np
 import tensorflow as tf
 from absl import logging
+from tensorboard.compat.proto import event_pb2
 from tensorboard.plugins.hparams import api as hp
 
 from framework import run_directory
@@ -139,6 +140,14 @@ def supersede_events_after(base_dir: str, step: int) -> None:
             if not intact:
                 damaged.append(path)
         kept.sort(key=lambda event: (event.step, event.wall_time))
+        # TensorBoard's readers drop what a file logged after a START at an earlier step.
+        kept.append(
+            event_pb2.Event(
+                wall_time=time.time(),
+                step=step,
+                session_log=event_pb2.SessionLog(status=event_pb2.SessionLog.START),
+            )
+        )
         with run_directory.atomic_path(pending) as temp, tf.io.TFRecordWriter(temp) as writer:
             for event in kept:
                 writer.write(event.SerializeToString())

@@ -228,16 +228,16 @@ def test_a_sweep_on_a_local_ray_instance(local_ray, tmp_path):
 def test_a_killed_driver_then_the_same_command_completes_every_run_exactly_once(tmp_path):
     base_dir = tmp_path / "sweep"
     bindings = [b for b in TINY if not b.startswith("Runner.num_steps")] + [
-        "Runner.num_steps = 600"
+        "Runner.num_steps = 400"
     ]
     command = [
         sys.executable,
         "-m",
         "experiments.sweep",
         f"--gin_file={BANDIT}",
-        f"--sweep={LEARNING_RATES}",
+        "--sweep=optimizers.Adam.learning_rate=[0.01]",
         "--seeds=2",
-        "--parallel=2",
+        "--parallel=1",  # seed 0 finishes, then seed 1 is killed after a checkpoint
         f"--base_dir={base_dir}",
         *[f"--gin_bindings={b}" for b in bindings],
     ]
@@ -282,7 +282,7 @@ def test_a_killed_driver_then_the_same_command_completes_every_run_exactly_once(
     assert again.returncode == 0, again.stderr[-3000:]
     assert "to resume" in again.stdout
     runs = json.loads(record.read_text())["runs"]
-    assert [r["status"] for r in runs] == ["finished"] * 4
+    assert [r["status"] for r in runs] == ["finished"] * 2
     resumed = 0
     for run in runs:
         folder = str(base_dir / run["name"])
@@ -291,13 +291,6 @@ def test_a_killed_driver_then_the_same_command_completes_every_run_exactly_once(
         resumed += any(s["resumed_from_step"] for s in starts)
         scalars = read_scalars(folder)
         cli.assert_no_step_twice({t: v for t, v in scalars.items() if not t.startswith("sweep/")})
-        assert [s for s, _ in sorted(scalars["eval/episode_return"])] == [
-            100,
-            200,
-            300,
-            400,
-            500,
-            600,
-        ]
-        assert complete_steps(os.path.join(folder, "checkpoints"))[0] == 600
+        assert [s for s, _ in sorted(scalars["eval/episode_return"])] == [100, 200, 300, 400]
+        assert complete_steps(os.path.join(folder, "checkpoints"))[0] == 400
     assert resumed >= 1

@@ -1,0 +1,93 @@
+"""A TensorBoard left open across a kill and a resume shows the resumed run's points only."""
+
+import json
+import re
+import socket
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.parse
+import urllib.request
+
+from framework.event_reader import read_scalars
+from tests.experiments import cli
+
+BANDIT = "gin_configs/reinforce/bandit.gin"
+BINDINGS = [
+    "Runner.num_steps = 600",
+    "Runner.checkpoint_interval = 100",
+    "Runner.eval_interval = 100",
+    "Runner.eval_episodes = 2",
+    "Runner.log_interval = 20",
+]
+TAGS = ("train/episode_return", "train/loss", "eval/episode_return")
+
+
+def _free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+def _points(port: int, run: str, tag: str) -> list[tuple[int, float]] | None:
+    query = urllib.parse.urlencode({"run": run, "tag": tag})
+    url = f"http://127.0.0.1:{port}/data/plugin/scalars/scalars?{query}"
+    try:
+        with urllib.request.urlopen(url, timeout=5) as response:
+            return [(int(step), value) for _, step, value in json.load(response)]
+    except (urllib.error.URLError, ConnectionError, ValueError):
+        return None  # not serving yet, or the tag not loaded yet
+
+
+def _runs(port: int) -> list[str]:
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/data/runs", timeout=5) as response:
+        return json.load(response)
+
+
+def _wait_until(condition, timeout: float = 60.0):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = condition()
+        if value:
+            return value
+        time.sleep(0.5)
+    return condition()
+
+
+def test_a_live_tensorboard_drops_what_the_killed_run_logged_after_its_checkpoint(tmp_path):
+    run = tmp_path / "run"
+    killed = cli.start(run, BANDIT, BINDINGS)
+    cli.kill_after_first_checkpoint(killed, run, delay=1.0)  # it logs on past the checkpoint
+    port = _free_port()
+    command = [sys.executable, "-m", "tensorboard.main", f"--logdir={tmp_path}"]
+    command += [f"--port={port}", "--host=127.0.0.1", "--reload_interval=1"]
+    board = subprocess.Popen(
+        command,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        before = _wait_until(lambda: _points(port, "run/train", "train/episode_return"))
+        assert before, "TensorBoard never served the killed run"
+        stderr = cli.finish(cli.start(run, BANDIT, BINDINGS))
+        resumed_at = int(re.search(r"at environment step (\d+)", stderr).group(1))
+        assert max(before)[0] > resumed_at  # TensorBoard had shown points that are superseded
+        expected = read_scalars(run)  # the event files: one clean curve per tag
+
+        def shows_the_resumed_run():
+            for tag in TAGS:
+                split = tag.split("/")[0]
+                served = _points(port, f"run/{split}", tag)
+                if served is None or served != [(s, float(v)) for s, v in expected[tag]]:
+                    return False
+            return True
+
+        assert _wait_until(shows_the_resumed_run), {
+            tag: _points(port, f"run/{tag.split('/')[0]}", tag)[-5:] for tag in TAGS
+        }
+        # The killed start's set-aside files (if any) are not shown as runs of their own.
+        assert all(not name.startswith("run/discarded") for name in _runs(port)), _runs(port)
+    finally:
+        board.terminate()
+        board.wait(timeout=30)
