@@ -172,7 +172,7 @@ class A2CAgent(Agent):
     def diagnostics(self, observation: np.ndarray) -> dict[str, float]:
         probs = _softmax(self._forward.logits(observation[None]))[0]
         metrics = {
-            "policy/entropy": float(-np.sum(probs * np.log(probs + 1e-12))),
+            "policy/entropy_at_observation": float(-np.sum(probs * np.log(probs + 1e-12))),
             "policy/value": float(self._forward.values(observation[None])[0]),
         }
         if self.num_actions <= 16:

@@ -7,6 +7,10 @@ one compiled forward pass.
 Learning: `gradient_steps` for every multiple of `train_freq` transitions crossed after
 `learning_starts` (a vector step of N transitions may cross several), all batches sampled at
 once and run by the learner in one compiled call.
+Checkpoints hold the replay unless `checkpoint_replay=False` (Atari: a full replay is GBs). A
+run resumed from such a checkpoint starts with an empty replay and trains again once it holds
+a transition, from fewer and newer ones than the uninterrupted run would: not an exact
+continuation.
 """
 
 from collections.abc import Callable
@@ -57,6 +61,7 @@ class DQNAgent(Agent):
         learning_starts: int = 1_000,
         train_freq: int = 4,
         gradient_steps: int = 1,
+        checkpoint_replay: bool = True,
     ):
         super().__init__(observation_space, action_space, seed)
         require_positive(
@@ -74,6 +79,7 @@ class DQNAgent(Agent):
         self.learning_starts = learning_starts
         self.train_freq = train_freq
         self.gradient_steps = gradient_steps
+        self.checkpoint_replay = checkpoint_replay
         self.epsilon = epsilon or LinearSchedule()
         self.eval_epsilon = eval_epsilon
         self.loss = loss or TDHuberLoss()
@@ -166,13 +172,14 @@ class DQNAgent(Agent):
             "online": self.online,
             "target": self.target,
             "learner": self.learner,
-            "replay": self.replay.state(),
+            **({"replay": self.replay.state()} if self.checkpoint_replay else {}),
         }
 
     def load_state(self, state: State) -> None:
         super().load_state(state)
         self.steps = state["steps"]
-        self.replay.load_state(state["replay"])
+        if self.checkpoint_replay:
+            self.replay.load_state(state["replay"])
         self.learner.restored()
         self._q_values.refresh()
 

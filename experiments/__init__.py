@@ -96,7 +96,7 @@ def hparams_group(base_dir: str) -> str:
     """The HParams session's name: the run folder's, without its seed, so that the seeds of one
     configuration group together (`dqn_cartpole_seed3_<time>` -> `dqn_cartpole_<time>`)."""
     name = os.path.basename(os.path.normpath(base_dir))
-    return re.sub(r"_?seed[=_-]?\d+", "", name) or name
+    return re.sub(r"_seed\d+(?=_|$)", "", name) or name
 
 
 @dataclasses.dataclass
@@ -123,6 +123,7 @@ def build(
     Raises RunError for a bad config, an unknown part or environment, or (with `strict`) a
     binding that nothing used.
     """
+    import gin
     import gymnasium as gym
     from absl import logging
 
@@ -136,6 +137,7 @@ def build(
             "or leave the flag out for a fresh one under runs/; an empty value would start a "
             "new run from step 0 at every requeue."
         )
+    gin.clear_config()  # a call never inherits the bindings of an earlier one
     try:
         config.parse(list(gin_files), list(bindings), seed)
         base_dir = base_dir or default_base_dir(gin_files, seed, _bound_env_id())

@@ -409,3 +409,192 @@ class UniformReplay:
 def _require_positive(owner: object, name: str, value: int) -> None:
     if value < 1:
         raise ValueError(f"{type(owner).__name__}: {name} must be >= 1, got {value}.")
+
+
+_FRAME_STATE = ("frame_count", "frames", "frame_last_observation", "frame_last_ids")
+
+
+@gin.configurable
+class FrameReplay(UniformReplay):
+    """Replay for stacked frames (Atari) that stores each frame once.
+
+    An observation is a channels-last stack `[H, W, S]` of the last S frames, as
+    `make_atari_env` emits: consecutive observations share S - 1 frames, and an observation and
+    its next one are stored today as 2 S frames. Here a frame ring holds every frame once, and
+    the transitions (with the same n-step assembly as `UniformReplay`, which this reuses) hold
+    `[S]` frame numbers instead of stacks; a sample gathers the frames back into stacks.
+
+    Nothing is assumed about episode boundaries or padding: an env's observation that equals
+    its previous next observation reuses its frame numbers, and a next observation whose first
+    S - 1 frames are its observation's last S - 1 adds one frame; any other stack (a reset,
+    padded the way the frame-stack wrapper pads it) is stored frame by frame, a frame equal to
+    the one before it in the stack stored once.
+
+    The frame ring holds `frame_capacity` frames (default: `capacity` + a quarter, room for the
+    extra frames of episode starts). A transition whose oldest frame was overwritten (possible
+    only with episodes of a few steps) is not sampled; `__len__` still counts it.
+
+    Memory at 80x80x4 uint8 (Pong): 1.25 x 6,400 B of frames + 80 B of frame numbers, action,
+    return and discount, ~8.1 KB a transition against 51.2 KB as full stacks (16%).
+    """
+
+    def __init__(
+        self,
+        observation_shape: tuple[int, ...],
+        observation_dtype: npt.DTypeLike,
+        capacity: int = 100_000,
+        n_step: int = 1,
+        gamma: float = 0.99,
+        action_shape: tuple[int, ...] = (),
+        action_dtype: npt.DTypeLike = np.int64,
+        frame_capacity: int | None = None,
+    ):
+        if len(observation_shape) < 2:
+            raise ValueError(
+                f"FrameReplay: observations must be stacks of frames [..., stack], got shape "
+                f"{tuple(observation_shape)}; use UniformReplay for flat observations."
+            )
+        self._stack = int(observation_shape[-1])
+        super().__init__(
+            (self._stack,), np.int64, capacity, n_step, gamma, action_shape, action_dtype
+        )
+        self._frame_capacity = frame_capacity or capacity + capacity // 4 + 4 * self._stack
+        _require_positive(self, "frame_capacity", self._frame_capacity)
+        self._stack_shape = tuple(observation_shape)
+        self._frame_dtype = np.dtype(observation_dtype)
+        self._frames = np.zeros(
+            (self._frame_capacity, *self._stack_shape[:-1]), self._frame_dtype
+        )  # lazily mapped by the OS, as above
+        self._frame_count = 0  # frames written so far; frame f lives at f % frame_capacity
+        self._last_observation: np.ndarray | None = None  # [N, H, W, S]: each env's last next
+        self._last_ids: np.ndarray | None = None  # [N, S]: its frame numbers
+
+    def add(self, step: VectorStep) -> None:
+        observation, next_observation = step.observation, step.next_observation
+        expected = (len(step.reward), *self._stack_shape)
+        if observation.shape != expected or next_observation.shape != expected:
+            raise ValueError(
+                f"FrameReplay: observations have shapes {observation.shape} and "
+                f"{next_observation.shape}, expected {expected}."
+            )
+        num_envs = len(observation)
+        if self._last_observation is None or len(self._last_observation) != num_envs:
+            self._last_observation = np.zeros_like(observation)
+            self._last_ids = np.full((num_envs, self._stack), -1, np.int64)
+        ids = np.empty((num_envs, self._stack), np.int64)
+        next_ids = np.empty_like(ids)
+        flat = (num_envs, -1)
+        continues = (self._last_ids[:, 0] >= 0) & (
+            observation.reshape(flat) == self._last_observation.reshape(flat)
+        ).all(axis=1)
+        shifted = (
+            next_observation[..., :-1].reshape(flat) == observation[..., 1:].reshape(flat)
+        ).all(axis=1)
+        for env in range(num_envs):
+            if continues[env]:
+                ids[env] = self._last_ids[env]
+            else:
+                ids[env] = self._store_stack(observation[env])
+            if shifted[env]:
+                next_ids[env, :-1] = ids[env, 1:]
+                next_ids[env, -1] = self._store_frames(next_observation[env, ..., -1][None])[0]
+            else:
+                next_ids[env] = self._store_stack(next_observation[env])
+        self._last_observation[:] = next_observation
+        self._last_ids = next_ids
+        super().add(step._replace(observation=ids, next_observation=next_ids))
+
+    def _store_stack(self, stack: np.ndarray) -> np.ndarray:
+        """Frame numbers `[S]` of one observation stored frame by frame (repeats once)."""
+        frames = np.moveaxis(stack, -1, 0)  # [S, H, W]
+        new = np.ones(self._stack, bool)
+        new[1:] = (frames[1:] != frames[:-1]).reshape(self._stack - 1, -1).any(axis=1)
+        stored = self._store_frames(frames[new])
+        return stored[np.cumsum(new) - 1]
+
+    def _store_frames(self, frames: np.ndarray) -> np.ndarray:
+        first = self._frame_count
+        ids = np.arange(first, first + len(frames))
+        self._frames[ids % self._frame_capacity] = frames
+        self._frame_count += len(frames)
+        return ids
+
+    def _draw(self, shape: tuple[int, ...], rng: np.random.Generator) -> np.ndarray:
+        indices = super()._draw(shape, rng)
+        oldest = self._frame_count - self._frame_capacity  # frames before it are overwritten
+        if oldest <= 0:
+            return indices
+        for _ in range(10):  # redraw the rare transitions whose frames are gone
+            stale = self._observation[indices].min(axis=-1) < oldest
+            if not stale.any():
+                return indices
+            indices[stale] = rng.integers(0, self._size, size=int(stale.sum()))
+        valid = np.flatnonzero(self._observation[: self._size].min(axis=-1) >= oldest)
+        if not len(valid):
+            raise ValueError(
+                "FrameReplay: every stored transition refers to overwritten frames; raise "
+                "frame_capacity."
+            )
+        stale = self._observation[indices].min(axis=-1) < oldest
+        indices[stale] = rng.choice(valid, size=int(stale.sum()))
+        return indices
+
+    def _gather(self, indices: np.ndarray) -> dict[str, np.ndarray]:
+        batch = super()._gather(indices)
+        for name in ("observation", "next_observation"):
+            batch[name] = self._stacks(batch[name])
+        return batch
+
+    def _stacks(self, ids: np.ndarray) -> np.ndarray:
+        """Frame numbers `[..., S]` -> channels-last stacks `[..., H, W, S]`."""
+        frames = self._frames[ids % self._frame_capacity]  # [..., S, H, W]
+        packed = {2: np.uint16, 4: np.uint32, 8: np.uint64}.get(self._stack)
+        if self._frame_dtype != np.uint8 or packed is None or not np.little_endian:
+            return np.ascontiguousarray(np.moveaxis(frames, -3, -1))
+        # Moving the stack axis last is a strided copy, ~3x slower than packing the S bytes of
+        # a pixel into one integer whose bytes are, little-endian, the stack in order.
+        words = frames[..., 0, :, :].astype(packed)
+        for s in range(1, self._stack):
+            words |= frames[..., s, :, :].astype(packed) << packed(8 * s)
+        return words[..., None].view(np.uint8)  # [..., H, W, S]
+
+    def state(self) -> dict[str, np.ndarray]:
+        state = super().state()
+        stored = min(self._frame_count, self._frame_capacity)
+        state.update(
+            frame_count=np.array(self._frame_count, np.int64),
+            frames=self._frames[:stored].copy(),
+            frame_last_observation=(
+                np.zeros((0, *self._stack_shape), self._frame_dtype)
+                if self._last_observation is None
+                else self._last_observation.copy()
+            ),
+            frame_last_ids=(
+                np.zeros((0, self._stack), np.int64)
+                if self._last_ids is None
+                else self._last_ids.copy()
+            ),
+        )
+        return state
+
+    def load_state(self, state: dict[str, np.ndarray]) -> None:
+        missing = sorted(set(_FRAME_STATE) - state.keys())
+        if missing:
+            raise ReplayCheckpointError(
+                f"Cannot load replay state: the keys {missing} are missing."
+            )
+        count, frames = int(state["frame_count"]), state["frames"]
+        if frames.shape != (min(count, self._frame_capacity), *self._stack_shape[:-1]) or (
+            frames.dtype != self._frame_dtype
+        ):
+            raise ReplayCheckpointError(
+                f"Cannot load replay state: frames are {frames.dtype}{list(frames.shape)} for "
+                f"{count} frames written; this buffer holds {self._frame_capacity} frames of "
+                f"shape {self._stack_shape[:-1]} ({self._frame_dtype})."
+            )
+        super().load_state({k: v for k, v in state.items() if k not in _FRAME_STATE})
+        self._frame_count = count
+        self._frames[: len(frames)] = frames
+        last = state["frame_last_observation"]
+        self._last_observation = last.copy() if len(last) else None
+        self._last_ids = state["frame_last_ids"].copy() if len(last) else None

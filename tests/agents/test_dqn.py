@@ -10,6 +10,7 @@ from framework.agent import VectorStep
 from framework.event_reader import read_scalars
 from framework.loop import make_vector_env
 from framework.parts.environments import make_env
+from framework.parts.replay import FrameReplay
 from framework.parts.target_updaters import SoftUpdate
 from tests.runs import train
 
@@ -137,10 +138,11 @@ def test_pong_pixel_path_runs(tmp_path):
             "Runner.log_interval = 100",
             "make_atari_env.max_episode_steps = 100",
             "DQNAgent.learning_starts = 100",
-            "UniformReplay.capacity = 1000",
+            "FrameReplay.capacity = 1000",
         ],
     )
     assert isinstance(runner.loop.envs.single_action_space, gym.spaces.Discrete)
+    assert isinstance(runner.agent.replay, FrameReplay)  # each frame stored once
     stored = runner.agent.replay.sample(4, np.random.default_rng(0))["observation"]
     assert stored.dtype == np.uint8 and stored.shape == (4, 80, 80, 4)
     scalars = read_scalars(tmp_path)
@@ -171,3 +173,22 @@ def test_interrupted_episodes_are_closed_in_replay():
     assert len(agent.replay) == stored  # a 3-step window is still open
     agent.interrupt_episodes()
     assert len(agent.replay) == stored + 2
+
+
+def test_checkpoint_replay_false_leaves_the_replay_out_and_resumes_empty():
+    agent = _agent_with_replay(checkpoint_replay=False)
+    state = agent.state()
+    assert "replay" not in state
+    resumed = _agent_with_replay(steps=0, checkpoint_replay=False)
+    resumed.load_state(state)
+    assert len(resumed.replay) == 0 and resumed.steps == agent.steps
+    assert "replay" in _agent_with_replay(steps=0).state()  # kept by default
+
+
+def test_acting_copy_follows_the_learner_after_an_update():
+    agent = _agent_with_replay(learning_starts=100, train_freq=100, gradient_steps=4)
+    agent.update()  # 200 steps: two calls due
+    observations = np.random.default_rng(0).normal(size=(5, 4)).astype(np.float32)
+    np.testing.assert_allclose(
+        agent._q_values(observations), agent.online(observations).numpy(), rtol=1e-5, atol=1e-6
+    )

@@ -102,6 +102,9 @@ def test_twenty_kills_at_random_moments_leave_one_clean_identical_run(tmp_path):
     for tag in ("eval/episode_return", "train/episode_return", "train/loss"):
         assert resumed[tag] == expected[tag], tag
     assert read_tags(tmp_path / "killed") == read_tags(tmp_path / "uninterrupted")
+    # Kills inside a prune or a write left nothing behind: at most max_to_keep checkpoints.
+    steps_on_disk = {path.name.split(".")[0].split("_")[0] for path in checkpoints.glob("ckpt-*")}
+    assert len(steps_on_disk) <= 3, sorted(steps_on_disk)
     weights = cli.final_weights(tmp_path / "killed")
     for key, value in cli.final_weights(tmp_path / "uninterrupted").items():
         np.testing.assert_array_equal(weights[key], value, err_msg=key)

@@ -291,6 +291,11 @@ def test_run_log_names_the_folder_and_shows_progress(cli):
     assert f"Run folder: {result.base_dir}" in result.stderr, result.explain()
     assert "step 50/200" in result.stderr, result.explain()
     assert "step 200/200" in result.stderr, result.explain()
+    assert "eval at step 100: return" in result.stderr, result.explain()
+    assert "Done: final eval return" in result.stderr, result.explain()
+    # No TensorFlow chatter: start-up banners, or a line per checkpoint from its saver.
+    assert "Sharding callback" not in result.stderr, result.explain()
+    assert "oneDNN" not in result.stderr and "cuda" not in result.stderr.lower(), result.explain()
 
 
 # ----- resuming (a copy of the finished run, continued to 400 steps) --------------------------

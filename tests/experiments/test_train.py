@@ -11,9 +11,9 @@ from tests.experiments import cli
 
 BANDIT = ["gin_configs/reinforce/bandit.gin"]
 COMMON = ["Runner.num_steps = 300", "Runner.eval_interval = 100", "Runner.eval_episodes = 5"]
-CONFIGS = {  # two configs that differ in a binding the other does not make
-    "a": [*COMMON, "optimizers.Adam.learning_rate = 0.01"],
-    "b": [*COMMON, "MultiArmedBanditEnv.means = [0.9, 0.1, 0.2, 0.3]", "Runner.num_envs = 2"],
+CONFIGS = {  # trained in this order: a's bindings, which b does not make, must not leak
+    "a": [*COMMON, "MultiArmedBanditEnv.means = [0.9, 0.1, 0.2, 0.3]", "Runner.num_envs = 2"],
+    "b": [*COMMON, "optimizers.Adam.learning_rate = 0.01"],
 }
 
 
@@ -41,8 +41,8 @@ def test_two_calls_in_one_process_match_two_separate_processes(tmp_path):
         name: experiments.train(BANDIT, bindings, str(tmp_path / f"inline_{name}"))
         for name, bindings in CONFIGS.items()
     }
-    assert in_process["b"].runner.num_envs == 2
-    assert in_process["a"].runner.num_envs == 1  # b's binding did not reach a, nor a's b
+    assert in_process["a"].runner.num_envs == 2
+    assert in_process["b"].runner.num_envs == 1  # a's bindings did not reach b
     for name, process in separate.items():
         stdout, stderr = process.communicate(timeout=120)
         assert process.returncode == 0, stderr[-2000:]

@@ -11,7 +11,7 @@ import pytest
 import tensorflow as tf
 
 from framework.learner import HEALTH_FIELDS, Health, Learner, UpdateGroup, copy_variables
-from framework.parts.gradient_processors import Accumulate
+from framework.parts.gradient_processors import Accumulate, ClipByGlobalNorm
 from framework.parts.target_updaters import HardUpdate, SoftUpdate
 
 X, Y = [1.0, 2.0], [1.0, 1.0]
@@ -348,3 +348,34 @@ def test_health_from_tensor_and_sum():
     total = first + Health(gradient_steps=1, applied_updates=1, nonfinite_variables=1)
     assert total == Health(4, 3, 1, 1, 1)
     assert HEALTH_FIELDS[1] == "applied_updates"
+
+
+@pytest.mark.parametrize("jit_compile", [False, True])
+def test_xla_steps_match_the_hand_computed_ones_and_skip_nonfinite(jit_compile):
+    w, w_target = tf.Variable(2.0), tf.Variable(0.0)
+    spec = tf.TensorSpec([None, 2], tf.float32)
+    learner = Learner(
+        _linear_group(
+            w,
+            gradient_processor=ClipByGlobalNorm(max_norm=100.0),  # stateless: outside the branch
+            target_updater=HardUpdate(period=2),
+            online_variables=[w],
+            target_variables=[w_target],
+        ),
+        jit_compile=jit_compile,
+        batch_spec={"x": spec, "y": spec},
+    )
+    # Steps 1, 3 and 4 as in the module docstring (2 -> 1.3 -> 0.95 -> 0.775); step 2 is NaN.
+    metrics, health = _run(learner, _batches([X, [np.nan, 2.0], X, X], [Y] * 4))
+    np.testing.assert_allclose(w.numpy(), 0.775, rtol=1e-6)
+    np.testing.assert_allclose(w_target.numpy(), 0.95, rtol=1e-6)  # after apply 2, not step 2
+    np.testing.assert_allclose(metrics["loss"], (5.0 + 1.325 + 0.40625) / 3, rtol=1e-5)
+    np.testing.assert_allclose(
+        metrics["clip_global_norm/norm_after"], (7.0 + 3.5 + 1.75) / 3, rtol=1e-5
+    )
+    assert health == Health(
+        gradient_steps=4, applied_updates=3, nonfinite_steps=1, nonfinite_losses=1
+    )
+    assert int(metrics["target_updates"]) == 1
+    assert [int(v.numpy()) for v in (learner.steps, learner.applied_updates)] == [4, 3]
+    assert learner.tracing_count == 1

@@ -77,5 +77,5 @@ def test_a_schedule_names_its_unit_and_rejects_another():
         "LinearDecay(initial_learning_rate=0.001, final_learning_rate=0.0001, duration=1000) "
         "counting updates"
     )
-    with pytest.raises(ValueError, match="LinearDecay.unit must be one of"):
+    with pytest.raises(ValueError, match=r"LinearDecay\.unit must be one of"):
         optimizers.LinearDecay(1e-3, 1e-4, duration=1000, unit="episodes")

@@ -3,11 +3,13 @@
 Observations are filled with a step id, so a transition is recognised by its observation.
 """
 
+import gymnasium as gym
 import numpy as np
 import pytest
 
 from framework.agent import VectorStep
-from framework.parts.replay import ReplayCheckpointError, UniformReplay
+from framework.loop import make_vector_env
+from framework.parts.replay import FrameReplay, ReplayCheckpointError, UniformReplay
 
 SHAPE = (2,)
 
@@ -521,3 +523,121 @@ def test_a_step_with_another_number_of_envs_raises():
     with pytest.raises(ValueError, match="3 environments, but earlier steps had 2"):
         buffer.add(vector_step([0, 1, 2], [1.0, 1.0, 1.0], [3, 4, 5]))
     assert len(buffer) == 2
+
+
+# ----- FrameReplay: each frame stored once ---------------------------------------------------
+
+
+class _RandomFrames(gym.Env):
+    """3x3 uint8 frames of noise; an episode terminates with probability 0.1 a step."""
+
+    observation_space = gym.spaces.Box(0, 255, (3, 3), np.uint8)
+    action_space = gym.spaces.Discrete(2)
+
+    def reset(self, *, seed=None, options=None):
+        super().reset(seed=seed)
+        return self._frame(), {}
+
+    def step(self, action):
+        return self._frame(), 1.0, bool(self.np_random.random() < 0.1), False, {}
+
+    def _frame(self):
+        return self.np_random.integers(0, 256, (3, 3), dtype=np.uint8)
+
+
+def _stacked_env(padding_type):
+    """Stacked the way `make_atari_env` stacks: gymnasium's wrapper, channels last."""
+    env = gym.wrappers.FrameStackObservation(_RandomFrames(), 4, padding_type=padding_type)
+    env = gym.wrappers.TransformObservation(
+        env,
+        lambda o: np.moveaxis(o, 0, -1),
+        observation_space=gym.spaces.Box(0, 255, (3, 3, 4), np.uint8),
+    )
+    return gym.wrappers.TimeLimit(env, max_episode_steps=12)  # truncations too
+
+
+def _feed(buffers, envs, observations, steps, rng):
+    """Steps the vector env with random actions, handing each step to every buffer; returns the
+    observations to continue from (the final observation where an episode ended, as the loop)."""
+    for _ in range(steps):
+        actions = rng.integers(0, 2, envs.num_envs)
+        next_observations, rewards, terminated, truncated, infos = envs.step(actions)
+        next_observations = np.array(next_observations)  # the env reuses its buffer
+        final = next_observations.copy()
+        for env in np.flatnonzero(terminated | truncated):
+            final[env] = infos["final_obs"][env]
+        step = VectorStep(observations, actions, rewards, final, terminated, truncated)
+        for buffer in buffers:
+            buffer.add(step)
+        observations = next_observations
+    return observations
+
+
+def _assert_same_transitions(uniform, frames):
+    """Every stored transition whose frames are still in the ring, rebuilt from frame numbers,
+    equals the full stacks that UniformReplay stored."""
+    assert len(frames) == len(uniform)
+    indices = np.arange(len(uniform))
+    oldest = frames._frame_count - frames._frame_capacity
+    live = indices[frames._observation[indices].min(axis=-1) >= oldest]
+    assert len(live) == len(indices)
+    expected, actual = uniform._gather(live), frames._gather(live)
+    for name, array in expected.items():
+        np.testing.assert_array_equal(actual[name], array, err_msg=name)
+
+
+@pytest.mark.parametrize("padding_type", ["reset", "zero"])
+@pytest.mark.parametrize("n_step", [1, 3])
+def test_frame_replay_rebuilds_the_stacks_across_episode_ends(padding_type, n_step):
+    envs = make_vector_env(lambda: _stacked_env(padding_type), 3)
+    observations, _ = envs.reset(seed=0)
+    shape, rng = (3, 3, 4), np.random.default_rng(0)
+    # Capacity 64 against 3 x 150 transitions: both rings wrap several times. Room for 128
+    # frames: 1.2 a transition with these short episodes, n-step windows reaching 3 x 3 back.
+    uniform = UniformReplay(shape, np.uint8, capacity=64, n_step=n_step, gamma=0.9)
+    frames = FrameReplay(shape, np.uint8, capacity=64, n_step=n_step, gamma=0.9, frame_capacity=128)
+    observations = _feed([uniform, frames], envs, observations, 150, rng)
+    _assert_same_transitions(uniform, frames)
+    # A sample is the same batch, drawn with the same generator.
+    first, second = (b.sample_stack(2, 8, np.random.default_rng(1)) for b in (uniform, frames))
+    for name in first:
+        np.testing.assert_array_equal(second[name], first[name])
+
+    # The state restores the frames, the pending windows and each env's last stack.
+    restored = FrameReplay(
+        shape, np.uint8, capacity=64, n_step=n_step, gamma=0.9, frame_capacity=128
+    )
+    restored.load_state(frames.state())
+    _feed([uniform, restored], envs, observations, 40, rng)
+    _assert_same_transitions(uniform, restored)
+
+
+def test_frame_replay_stores_about_one_frame_per_transition():
+    envs = make_vector_env(lambda: _stacked_env("reset"), 2)
+    observations, _ = envs.reset(seed=0)
+    frames = FrameReplay((3, 3, 4), np.uint8, capacity=1000)
+    _feed([frames], envs, observations, 200, np.random.default_rng(0))
+    # 400 transitions; a reset stack (its frame repeated 4 times) adds one frame per episode.
+    assert len(frames) == 400
+    assert 400 <= frames._frame_count <= 400 + 2 + 400 // 5
+    state = frames.state()
+    assert state["frames"].nbytes == frames._frame_count * 9
+    assert state["observation"].shape == (400, 4)  # frame numbers, not stacks
+
+
+def test_frame_replay_never_samples_a_transition_whose_frames_are_overwritten():
+    envs = make_vector_env(lambda: _stacked_env("zero"), 3)
+    observations, _ = envs.reset(seed=0)
+    uniform = UniformReplay((3, 3, 4), np.uint8, capacity=64, n_step=3)
+    frames = FrameReplay((3, 3, 4), np.uint8, capacity=64, n_step=3, frame_capacity=70)
+    _feed([uniform, frames], envs, observations, 150, np.random.default_rng(0))
+    oldest = frames._frame_count - frames._frame_capacity
+    assert (frames._observation[:64].min(axis=-1) < oldest).any()  # some are stale
+    stored = {o.tobytes() for o in uniform._gather(np.arange(64))["observation"]}
+    batch = frames.sample_stack(4, 32, np.random.default_rng(0))["observation"]
+    assert all(o.tobytes() in stored for o in batch.reshape(-1, 3, 3, 4))
+
+
+def test_frame_replay_rejects_flat_observations():
+    with pytest.raises(ValueError, match="UniformReplay"):
+        FrameReplay((4,), np.float32)
