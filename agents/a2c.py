@@ -23,7 +23,7 @@ import tensorflow as tf
 
 from framework.agent import Agent, Metrics, State, VectorStep
 from framework.learner import Batch, Health, Learner, UpdateGroup
-from framework.parts import networks
+from framework.parts import exploration, networks
 from framework.parts.gradient_processors import GradientProcessor
 from framework.parts.losses import PolicyGradientLoss, TDMSELoss
 from framework.parts.returns import NStepReturns, Rollout
@@ -135,10 +135,7 @@ class A2CAgent(Agent):
         logits = self._forward.logits(observations)  # [N, A]
         if not explore:
             return np.argmax(logits, axis=-1)
-        probs = _softmax(logits)
-        # Inverse-CDF sampling: one uniform draw per sub-env.
-        draws = self.rng.random((len(probs), 1))
-        return np.minimum((probs.cumsum(axis=-1) < draws).sum(axis=-1), self.num_actions - 1)
+        return exploration.sample_softmax(logits, self.rng)
 
     def observe(self, step: VectorStep) -> None:
         self.rollout.add(step)
@@ -170,7 +167,7 @@ class A2CAgent(Agent):
         self._forward.refresh()
 
     def diagnostics(self, observation: np.ndarray) -> dict[str, float]:
-        probs = _softmax(self._forward.logits(observation[None]))[0]
+        probs = exploration.softmax(self._forward.logits(observation[None]))[0]
         metrics = {
             "policy/entropy_at_observation": float(-np.sum(probs * np.log(probs + 1e-12))),
             "policy/value": float(self._forward.values(observation[None])[0]),
@@ -181,8 +178,3 @@ class A2CAgent(Agent):
 
     def histogram_variables(self) -> dict[str, tf.Variable]:
         return {v.path: v for v in self.network.weights}
-
-
-def _softmax(logits: np.ndarray) -> np.ndarray:
-    z = np.exp(logits - logits.max(axis=-1, keepdims=True))
-    return z / z.sum(axis=-1, keepdims=True)

@@ -17,7 +17,7 @@ import tensorflow as tf
 
 from framework.agent import Agent, Metrics, State, VectorStep
 from framework.learner import Health, Learner, UpdateGroup
-from framework.parts import networks
+from framework.parts import exploration, networks
 from framework.parts.gradient_processors import GradientProcessor
 from framework.parts.losses import PolicyGradientLoss
 from framework.validation import (
@@ -97,10 +97,7 @@ class ReinforceAgent(Agent):
         logits = self._policy_numpy(observations)  # [N, A]
         if not explore:
             return np.argmax(logits, axis=-1)
-        probs = _softmax(logits)
-        # Inverse-CDF sampling: one uniform draw per sub-env.
-        draws = self.rng.random((len(probs), 1))
-        return np.minimum((probs.cumsum(axis=-1) < draws).sum(axis=-1), self.num_actions - 1)
+        return exploration.sample_softmax(logits, self.rng)
 
     def observe(self, step: VectorStep) -> None:
         if not self._episodes:
@@ -172,7 +169,7 @@ class ReinforceAgent(Agent):
         self._policy_numpy.refresh()
 
     def diagnostics(self, observation: np.ndarray) -> dict[str, float]:
-        probs = _softmax(self._policy_numpy(observation[None]))[0]
+        probs = exploration.softmax(self._policy_numpy(observation[None]))[0]
         entropy = float(-np.sum(probs * np.log(probs + 1e-12)))
         # At one observation (the first sub-env's); train/entropy is the batch mean in updates.
         metrics = {"policy/entropy_at_observation": entropy}
@@ -188,11 +185,6 @@ class ReinforceAgent(Agent):
             if network is not None
             for v in network.weights
         }
-
-
-def _softmax(logits: np.ndarray) -> np.ndarray:
-    z = np.exp(logits - logits.max(axis=-1, keepdims=True))
-    return z / z.sum(axis=-1, keepdims=True)
 
 
 def _as_episode(steps: list[tuple]) -> Episode:

@@ -204,7 +204,8 @@ class Learner(tf.Module):
         totals = self._steps(batches, train=True)
         metrics = self._averages(totals)
         for group, count in zip(self.groups, self._target_updates, strict=True):
-            metrics[f"{group.prefix}target_updates"] = count.read_value()
+            if not isinstance(group.target_updater, NoUpdate):  # a count that is always 0
+                metrics[f"{group.prefix}target_updates"] = count.read_value()
         health = tf.stack([*totals["health"], self._nonfinite_variables()])
         return metrics, tf.cast(health, tf.int64)
 

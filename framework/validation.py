@@ -37,8 +37,7 @@ def require_unit_interval(owner: object, **values: float) -> None:
     for name, value in values.items():
         if not _is_number(value) or not 0.0 <= value <= 1.0:
             raise ValueError(
-                f"{type(owner).__name__}.{name} must be a number in [0, 1], got "
-                f"{_describe(value)}."
+                f"{type(owner).__name__}.{name} must be a number in [0, 1], got {_describe(value)}."
             )
 
 

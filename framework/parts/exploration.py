@@ -13,6 +13,19 @@ import gin
 import numpy as np
 
 
+def softmax(logits: np.ndarray) -> np.ndarray:
+    """Action probabilities of a softmax policy, row by row."""
+    z = np.exp(logits - logits.max(axis=-1, keepdims=True))
+    return z / z.sum(axis=-1, keepdims=True)
+
+
+def sample_softmax(logits: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+    """One action per row of `logits` [N, A], by inverse CDF: one uniform draw per row."""
+    cumulative = softmax(logits).cumsum(axis=-1)
+    draws = rng.random((len(logits), 1))
+    return np.minimum((cumulative < draws).sum(axis=-1), logits.shape[-1] - 1)
+
+
 @gin.configurable
 class LinearSchedule:
     """Linear interpolation from `start` to `end` over `duration` steps, then constant.

@@ -1,6 +1,5 @@
 """Tests for framework/gradient_processors.py: clipping, accumulation and chaining."""
 
-
 import numpy as np
 import pytest
 import tensorflow as tf
