@@ -164,6 +164,11 @@ class A2CAgent(Agent):
         super().load_state(state)
         self.rollout.load_state(state["rollout"])
         self.learner.restored()
+        self.weights_changed()
+
+    def weights_changed(self) -> None:
+        """Call after changing the network's weights from outside (an A3C worker's pull):
+        acting reads a numpy copy of them."""
         self._forward.refresh()
 
     def diagnostics(self, observation: np.ndarray) -> dict[str, float]:

@@ -37,7 +37,7 @@ import tensorflow as tf
 from absl import logging
 
 from agents.a2c import A2CAgent
-from framework import async_workers
+from framework import async_workers, evaluation
 from framework.checkpointing import CheckpointError
 from framework.learner import Health, copy_variables
 from framework.loop import EnvironmentLoop, make_vector_env
@@ -116,7 +116,7 @@ class A3CWorker:
             self._copy_variables()
         else:
             self._copy_values(source)
-        self.agent._forward.refresh()  # acting reads a numpy copy of the weights
+        self.agent.weights_changed()
 
     def describe(self) -> dict:
         """What this worker was built with (logged at start: remote workers parse the config
@@ -316,21 +316,16 @@ class A3C:
 
     # ----- evaluation --------------------------------------------------------------------------
 
-    def evaluate(self) -> tuple[float, float, float]:
-        """The global policy's greedy return (mean, std) and mean length, seeded by the step."""
+    def evaluate(self) -> evaluation.Evaluation:
+        """The global policy's greedy return, seeded by the step."""
         self._forward.refresh()
-        self.eval_env.reset(seed=self._eval_seed + self.state.env_steps)
-        returns, lengths = [], []
-        for _ in range(self.eval_episodes):
-            observation, _ = self.eval_env.reset()
-            total, length, done = 0.0, 0, False
-            while not done:
-                action = int(np.argmax(self._forward.logits(observation[None])[0]))
-                observation, reward, terminated, truncated, _ = self.eval_env.step(action)
-                total, length, done = total + float(reward), length + 1, terminated or truncated
-            returns.append(total)
-            lengths.append(length)
-        return float(np.mean(returns)), float(np.std(returns)), float(np.mean(lengths))
+        return evaluation.evaluate(
+            self.eval_env,
+            lambda observation: int(np.argmax(self._forward.logits(observation[None])[0])),
+            self.eval_episodes,
+            self._eval_seed,
+            self.state.env_steps,
+        )
 
     # ----- the driver --------------------------------------------------------------------------
 
@@ -482,22 +477,11 @@ class A3C:
         self._interval = _new_interval(interval["returns"])
 
     def _evaluate_and_log(self, writers: SummaryWriters) -> None:
-        mean, std, length = self.evaluate()
-        step = self.state.env_steps
-        self.eval_returns.append((step, mean))
-        best = self.state.best_eval_return
-        self.state.best_eval_return = mean if best is None else max(best, mean)
-        writers.scalars(
-            "eval",
-            step,
-            {
-                "eval/episode_return": mean,
-                "eval/episode_return_std": std,
-                "eval/episode_length": length,
-                "eval/best_episode_return": self.state.best_eval_return,
-            },
+        result = self.evaluate()
+        self.eval_returns.append((result.step, result.mean_return))
+        self.state.best_eval_return = evaluation.record(
+            writers, result, self.state.best_eval_return
         )
-        logging.info("eval at step %d: return %.1f +- %.1f", step, mean, std)
 
     def _raise_nonfinite(self, what: str) -> None:
         raise NonFiniteError(

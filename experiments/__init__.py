@@ -129,7 +129,7 @@ def build(
 
     import agents  # noqa: F401  (registers every agent's configurables)
     from framework import config
-    from framework.runner import Runner
+    from framework.runner import runner_class
 
     if base_dir is not None and not base_dir.strip():
         raise RunError(
@@ -141,7 +141,7 @@ def build(
     try:
         config.parse(list(gin_files), list(bindings), seed)
         base_dir = base_dir or default_base_dir(gin_files, seed, _bound_env_id())
-        runner = Runner(base_dir)
+        runner = runner_class()(base_dir)
     except (ValueError, ImportError, TypeError, gym.error.Error) as error:
         raise RunError(_without_gin_call_stack(error)) from error
     except RuntimeError as error:  # gin: a required parameter the config does not bind

@@ -60,7 +60,7 @@ def train_once(gin_file: str, bindings: list[str], seed: int) -> dict:
         "curve": result.eval_returns,
         "split": runner.time_split(),
         "gradient_steps": runner.state.gradient_steps,
-        "loop_seconds": sum(runner.time_split().values()),
+        "loop_seconds": runner.loop_seconds,
         "save_ms": 1000 * save_seconds,
         "save_mb": save_bytes / 1e6,
         "resume_s": resumed.resume_seconds,
@@ -107,7 +107,8 @@ def summarize(gin_file: str, results: list[dict], threshold: float) -> str:
 
 
 def learner_cost(results: list[dict]) -> str:
-    """In-loop throughput (the training loop without start-up and the final restore) and the
+    """In-loop throughput (the training loop with its evaluations and checkpoints; no start-up
+    or restore) and the
     learner's wall-clock seconds per gradient step, its calls' overhead included."""
     loop = [r["steps"] / r["loop_seconds"] for r in results]
     line = f"in-loop {np.median(loop):.0f} steps/s (median over seeds)"

@@ -15,6 +15,7 @@ from collections.abc import Callable, Iterator, Sequence
 
 import gin
 import gin.resource_reader
+from absl import logging
 
 from framework import config_sources
 
@@ -148,8 +149,8 @@ def _missing_include(error: OSError, searched: Sequence[str]) -> str | None:
 
 
 def parse(gin_files: Sequence[str], bindings: Sequence[str], seed: int | None = None) -> list[str]:
-    """Parses files, then bindings, then `Runner.seed = seed` (later sources win; within one
-    source a parameter is bound once); returns the resolved file paths.
+    """Parses files, then bindings, then `--seed` as the runner's seed (later sources win;
+    within one source a parameter is bound once); returns the resolved file paths.
 
     Every configurable must already be registered (import the agents first), so that an unknown
     name or parameter fails here, before anything is built or written. An `include` resolves
@@ -158,12 +159,10 @@ def parse(gin_files: Sequence[str], bindings: Sequence[str], seed: int | None = 
     folder of a file given.
     """
     resolved = [resolve_gin_file(path) for path in gin_files]
-    seed_binding = None if seed is None else f"Runner.seed = {seed}"
     try:
-        config_sources.check(resolved, bindings, seed_binding)
+        config_sources.check(resolved, bindings)
     except ValueError as error:
         raise ConfigError(str(error)) from error
-    bindings = [*bindings, seed_binding] if seed_binding else list(bindings)
     package = importlib.resources.files("gin_configs")
     folders = [str(package.parent), str(package)]
     folders += [os.path.dirname(os.path.abspath(path)) for path in resolved]
@@ -178,7 +177,31 @@ def parse(gin_files: Sequence[str], bindings: Sequence[str], seed: int | None = 
                 message
                 or f"Could not read the gin files {resolved}: {' '.join(str(error).split())}"
             ) from error
+    if seed is not None:
+        _bind_seed(seed)
     return resolved
+
+
+def runner_name() -> str:
+    """The configurable that trains this config: `Runner`, or what `runner_class.runner`
+    names (A3C's driver of asynchronous workers)."""
+    try:
+        reference = gin.query_parameter("runner_class.runner")
+    except ValueError:
+        return "Runner"
+    return str(reference).strip("@()").rsplit(".", 1)[-1]
+
+
+def _bind_seed(seed: int) -> None:
+    """`--seed` wins over the seed the files or bindings set, and says so."""
+    selector = f"{runner_name()}.seed"
+    try:
+        earlier = gin.query_parameter(selector)
+    except ValueError:
+        earlier = None
+    if earlier is not None and earlier != seed:
+        logging.info("%s = %d (--seed) overrides %s.", selector, seed, earlier)
+    gin.bind_parameter(selector, seed)
 
 
 def unused_bindings() -> list[str]:
@@ -203,7 +226,7 @@ def bound_hyperparameters() -> dict[str, bool | int | float | str]:
     for (scope, selector), parameters in gin.config._CONFIG.items():  # no public listing
         name = f"{scope + '/' if scope else ''}{_readable(selector)}"
         for parameter, value in parameters.items():
-            if (name, parameter) == ("Runner", "seed"):
+            if (name, parameter) == (runner_name(), "seed"):
                 continue
             simple = isinstance(value, bool | int | float | str)
             values[f"{name}.{parameter}"] = value if simple else str(value)

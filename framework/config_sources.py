@@ -2,7 +2,8 @@
 
 Gin reads every source into one config, last one wins, so a parameter bound twice within one
 file, or twice in `--gin_bindings`, silently keeps the later value, and an unclosed bracket
-surfaces as a `tokenize.TokenError` naming no source. Here each source is read alone first:
+surfaces as a `tokenize.TokenError` naming no source. Here each source (each gin file, then
+`--gin_bindings` as one) is read alone first:
 an unclosed bracket names its file or binding; two different values for one parameter within
 one source are an error; a later source overriding an earlier one stays legal and is logged.
 """
@@ -26,21 +27,14 @@ class _TextDelegate(config_parser.ParserDelegate):
         return f"%{name}"
 
 
-def check(files: Sequence[str], bindings: Sequence[str], seed_binding: str | None) -> None:
+def check(files: Sequence[str], bindings: Sequence[str]) -> None:
     """Raises ValueError for an unreadable source or a parameter bound twice within one; logs
     which later source overrides which earlier one."""
     sources = [(f"gin file {path!r}", _read(path)) for path in files]
     sources.append(("--gin_bindings", None))
-    if seed_binding:
-        sources.append(("--seed", None))
     bound: dict[Key, tuple[str, str]] = {}  # key -> (value, source)
     for name, text in sources:
-        if name == "--gin_bindings":
-            values = _bindings(bindings)
-        elif name == "--seed":
-            values = _bindings([seed_binding])
-        else:
-            values = _statements(text, name)
+        values = _bindings(bindings) if text is None else _statements(text, name)
         for key, value in values.items():
             earlier = bound.get(key)
             if earlier and earlier[0] != value:

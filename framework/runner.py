@@ -19,6 +19,7 @@ import numpy as np
 import tensorflow as tf
 from absl import logging
 
+from framework import evaluation
 from framework.agent import Agent, Metrics
 from framework.checkpointing import CheckpointError
 from framework.learner import Health
@@ -67,6 +68,13 @@ class RunnerState:
     # Since the last log, for the bound on skipped non-finite steps.
     interval_gradient_steps: int = 0
     interval_skipped_steps: int = 0
+
+
+@gin.configurable
+def runner_class(runner: Callable[[str], "Runner"] | None = None) -> Callable[[str], "Runner"]:
+    """What trains a config: the `Runner` (None), or a driver of its own bound here, e.g.
+    `runner_class.runner = @A3C` (asynchronous workers step their own environments)."""
+    return runner or Runner
 
 
 class Cadence:
@@ -172,6 +180,7 @@ class Runner:
         self.checkpoint_cost: tuple[float, int] | None = None  # last save: (seconds, bytes)
         self.resume_seconds: float | None = None
         self.seconds = {"learner": 0.0, "evaluation": 0.0, "logging and checkpoints": 0.0}
+        self.loop_seconds = 0.0  # the training loop's wall-clock time in this start
 
     # ----- checkpoints -------------------------------------------------------------------------
 
@@ -258,24 +267,17 @@ class Runner:
 
     # ----- evaluation --------------------------------------------------------------------------
 
-    def evaluate(self) -> tuple[float, float, float]:
-        """Mean and std of the return, and the mean length, over `eval_episodes` episodes."""
-        returns, lengths = [], []
-        # Seeded by the step, so an evaluation does not depend on earlier ones.
-        self.eval_env.reset(seed=self._eval_seed + self.state.env_steps)
-        self.agent.seed_evaluation(self._eval_seed + self.state.env_steps)
-        for _ in range(self.eval_episodes):
-            observation, _ = self.eval_env.reset()
-            episode_return, length, done = 0.0, 0, False
-            while not done:
-                action = self.agent.act(observation[None], explore=False)[0]
-                observation, reward, terminated, truncated, _ = self.eval_env.step(action)
-                episode_return += float(reward)
-                length += 1
-                done = terminated or truncated
-            returns.append(episode_return)
-            lengths.append(length)
-        return float(np.mean(returns)), float(np.std(returns)), float(np.mean(lengths))
+    def evaluate(self) -> evaluation.Evaluation:
+        """`eval_episodes` episodes of the agent's evaluation policy, seeded by the step."""
+        step = self.state.env_steps
+        self.agent.seed_evaluation(self._eval_seed + step)
+        return evaluation.evaluate(
+            self.eval_env,
+            lambda observation: self.agent.act(observation[None], explore=False)[0],
+            self.eval_episodes,
+            self._eval_seed,
+            step,
+        )
 
     # ----- the schedule ------------------------------------------------------------------------
 
@@ -314,7 +316,11 @@ class Runner:
                     writers.text(name, text)
                 if hparams:
                     writers.hparams(hparams)
-            self._train(writers)
+            start = time.perf_counter()
+            try:
+                self._train(writers)
+            finally:
+                self.loop_seconds = time.perf_counter() - start
         finally:
             writers.close()
         return self.eval_returns
@@ -430,28 +436,10 @@ class Runner:
         self.state.interval_gradient_steps = self.state.interval_skipped_steps = 0
 
     def _evaluate_and_log(self, writers: SummaryWriters) -> None:
-        mean, std, length = self.evaluate()
-        step = self.state.env_steps
-        self.eval_returns.append((step, mean))
-        best = self.state.best_eval_return
-        self.state.best_eval_return = mean if best is None else max(best, mean)
-        writers.scalars(
-            "eval",
-            step,
-            {
-                "eval/episode_return": mean,
-                "eval/episode_return_std": std,
-                "eval/episode_length": length,
-                "eval/best_episode_return": self.state.best_eval_return,
-            },
-        )
-        logging.info(
-            "eval at step %d: return %.1f +- %.1f over %d episodes (best so far %.1f)",
-            step,
-            mean,
-            std,
-            self.eval_episodes,
-            self.state.best_eval_return,
+        result = self.evaluate()
+        self.eval_returns.append((result.step, result.mean_return))
+        self.state.best_eval_return = evaluation.record(
+            writers, result, self.state.best_eval_return
         )
 
     def _check_finite(self, health: Health) -> None:

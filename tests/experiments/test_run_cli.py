@@ -57,7 +57,6 @@ DIVERGING = (
         "ReinforceAgent.optimizer = @optimizers.SGD()",
         "optimizers.SGD.learning_rate = 10.0",
         "Runner.checkpoint_interval = 5",
-        "Runner.log_interval = 30",
         "Runner.eval_interval = 60",
         "Runner.eval_episodes = 1",
         "Runner.histogram_interval = 60",
@@ -108,7 +107,9 @@ class Invocation:
 # Longest first: they start in this order.
 INVOCATIONS = {
     "bandit": Invocation((BANDIT, *bindings("Runner.num_steps = 200"), *TINY, *MEANS, "--seed=3")),
-    "diverging": Invocation((*DIVERGING, *bindings("Runner.num_steps = 100"))),
+    "diverging": Invocation(
+        (*DIVERGING, *bindings("Runner.num_steps = 100", "Runner.log_interval = 30"))
+    ),
     # Diverges around pull 20; one log at 60, so the skipped fraction there is about 2/3.
     "skipping": Invocation(
         (
@@ -122,7 +123,14 @@ INVOCATIONS = {
     ),
     # Logs every 30 pulls: the interval (30, 60] is skipped entirely.
     "skipping_everything": Invocation(
-        (*DIVERGING, *bindings("Runner.num_steps = 100", "Runner.skip_nonfinite_updates = True"))
+        (
+            *DIVERGING,
+            *bindings(
+                "Runner.num_steps = 100",
+                "Runner.skip_nonfinite_updates = True",
+                "Runner.log_interval = 30",
+            ),
+        )
     ),
     "resumed": Invocation(
         (BANDIT, *bindings("Runner.num_steps = 400"), *TINY, *MEANS, "--seed=3"),
