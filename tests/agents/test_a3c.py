@@ -139,7 +139,9 @@ def test_round_robin_resume_is_exact_and_restores_networks_optimizer_and_counter
 
 def test_threads_resume_from_the_global_networks_optimizer_and_counters(tmp_path):
     first = _train(tmp_path, ["A3C.backend = @Threads", "A3C.num_steps = 300"])
-    assert first.state.global_updates >= 300 // 20 and all(first.state.worker_env_steps)
+    # Which thread takes how many rollouts is up to the scheduler; together they took 300.
+    assert first.state.global_updates >= 300 // 20
+    assert sum(first.state.worker_env_steps) == first.state.env_steps == 300
     resumed = _a3c(tmp_path, ["A3C.backend = @Threads", "A3C.num_steps = 500"])
     assert resumed.restore() == first.state.env_steps
     for a, b in zip(_weights(first), _weights(resumed), strict=True):

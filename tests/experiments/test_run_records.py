@@ -74,7 +74,7 @@ def test_a_staircase_in_environment_steps_changes_the_rate_at_those_steps(tmp_pa
         "Runner.log_interval = 50",
         "Runner.num_steps = 400",
     ]
-    result = experiments.train(BANDIT, [*SHORT, *schedule], str(tmp_path))
+    result = experiments.train(BANDIT, [*SHORT[1:], *schedule], str(tmp_path))
     logged = dict(read_scalars(tmp_path)["train/learning_rate"])
     # At step s the update uses 0.001 * 0.5^floor(s / 150): the first update at or after 150
     # (the one at step 150) already uses the halved rate.
