@@ -5,7 +5,6 @@ import glob
 import os
 import time
 
-import numpy as np
 import tensorflow as tf
 from absl import logging
 from tensorboard.compat.proto import event_pb2
@@ -157,8 +156,3 @@ def supersede_events_after(base_dir: str, step: int) -> None:
             else:
                 os.remove(path)
         os.replace(pending, final)
-
-
-def to_floats(metrics: dict[str, tf.Tensor]) -> dict[str, float]:
-    """Metric tensors as Python floats, for the writer and the progress line."""
-    return {name: float(np.asarray(value)) for name, value in metrics.items()}
