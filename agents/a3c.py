@@ -340,15 +340,9 @@ class A3C:
             return self.eval_returns
         for schedule in self.schedules:
             logging.info("Learning rate (train/learning_rate): %s.", schedule.describe())
-        writers = self.run_directory.open_writers(self.restored_step)
+        texts = {**(texts or {}), "workers": "\n\n".join(map(str, self.worker_descriptions))}
+        writers = self.run_directory.open_writers(self.restored_step, texts, hparams)
         try:
-            if self.restored_step is None:
-                texts = dict(texts or {})
-                texts["workers"] = "\n\n".join(map(str, self.worker_descriptions))
-                for name, text in texts.items():
-                    writers.text(name, text)
-                if hparams:
-                    writers.hparams(hparams)
             self._train(writers)
         finally:
             writers.close()

@@ -169,17 +169,28 @@ class RunDirectory:
     def checkpoint_store(self, max_to_keep: int) -> checkpointing.CheckpointStore:
         return checkpointing.CheckpointStore(self.checkpoint_dir, max_to_keep=max_to_keep)
 
-    def open_writers(self, resumed_step: int | None) -> summaries.SummaryWriters:
+    def open_writers(
+        self,
+        resumed_step: int | None,
+        texts: dict[str, str] | None = None,
+        hparams: summaries.HParamsSession | None = None,
+    ) -> summaries.SummaryWriters:
         """Writers for train/ and eval/ that continue the curves of the restored step.
 
         What was logged after `resumed_step` is logged again from there on, so it is dropped;
-        a start from scratch (None) sets every earlier event file aside instead.
+        a start from scratch (None) sets every earlier event file aside instead and writes the
+        run's `texts` and HParams session (a resumed run keeps those of its start).
         """
-        if resumed_step is None:
-            summaries.set_aside_events(self.base_dir)
-        else:
+        if resumed_step is not None:
             summaries.supersede_events_after(self.base_dir, resumed_step)
-        return summaries.SummaryWriters(self.base_dir)
+            return summaries.SummaryWriters(self.base_dir)
+        summaries.set_aside_events(self.base_dir)
+        writers = summaries.SummaryWriters(self.base_dir)
+        for name, text in (texts or {}).items():
+            writers.text(name, text)
+        if hparams:
+            writers.hparams(hparams)
+        return writers
 
     @property
     def _config_path(self) -> str:

@@ -301,21 +301,13 @@ class Runner:
                 2 * self.num_steps,
             )
             return self.eval_returns
-        resumed = self.restored_step is not None
         for schedule in self.schedules:
             logging.info("Learning rate (train/learning_rate): %s.", schedule.describe())
-        writers = self.run_directory.open_writers(self.restored_step)
+        texts = dict(texts or {})
+        if self.schedules:
+            texts["learning_rate_schedule"] = "\n\n".join(s.describe() for s in self.schedules)
+        writers = self.run_directory.open_writers(self.restored_step, texts, hparams)
         try:
-            if not resumed:  # a resumed run keeps the texts of its start
-                texts = dict(texts or {})
-                if self.schedules:
-                    texts["learning_rate_schedule"] = "\n\n".join(
-                        schedule.describe() for schedule in self.schedules
-                    )
-                for name, text in texts.items():
-                    writers.text(name, text)
-                if hparams:
-                    writers.hparams(hparams)
             start = time.perf_counter()
             try:
                 self._train(writers)
