@@ -21,7 +21,7 @@ import keras
 import numpy as np
 import tensorflow as tf
 
-from framework.agent import Agent, Metrics, State, VectorStep
+from framework.agent import Agent, Metrics, State, VectorStep, training_calls_due
 from framework.learner import Health, Learner, UpdateGroup
 from framework.parts import networks
 from framework.parts.exploration import LinearSchedule
@@ -136,9 +136,9 @@ class DQNAgent(Agent):
     def observe(self, step: VectorStep) -> None:
         self.replay.add(step)
         before, self.steps = self.steps, self.steps + step.num_envs
-        # Multiples of train_freq in (before, steps], counting only those >= learning_starts.
-        counted_from = max(before, self.learning_starts - 1)
-        self._due_calls += max(0, self.steps // self.train_freq - counted_from // self.train_freq)
+        self._due_calls += training_calls_due(
+            before, self.steps, self.train_freq, self.learning_starts
+        )
 
     def interrupt_episodes(self) -> None:
         self.replay.end_episodes()
