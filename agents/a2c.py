@@ -120,6 +120,7 @@ class A2CAgent(Agent):
             gamma,
         )
         self.rollout = Rollout(n_steps, observation_space)
+        self._forward = networks.actor_critic_forward(self.network)
         self.learner = Learner(
             UpdateGroup(
                 self.loss,
@@ -128,8 +129,8 @@ class A2CAgent(Agent):
                 gradient_processor,
             ),
             batch_spec=self.rollout.spec(),  # one trace for the whole run
+            publish=self._forward.variables,
         )
-        self._forward = networks.actor_critic_forward(self.network)
 
     def act(self, observations: np.ndarray, explore: bool) -> np.ndarray:
         logits = self._forward.logits(observations)  # [N, A]
@@ -148,7 +149,7 @@ class A2CAgent(Agent):
             return {}, Health()
         batch = {name: array[None] for name, array in self.rollout.take().items()}
         metrics, health = self.learner.run(batch)
-        self._forward.refresh()
+        self._forward.refresh(self.learner.published)
         return metrics, Health.from_tensor(health)
 
     def state(self) -> State:

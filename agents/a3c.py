@@ -396,7 +396,7 @@ class A3C:
         if result.episode_returns:
             state.episodes += len(result.episode_returns)
             interval["returns"] = (interval["returns"] + result.episode_returns)[-20:]
-            writers.scalars(
+            writers.pending_scalars(
                 "train",
                 state.env_steps,
                 {

@@ -143,6 +143,7 @@ class DDPGAgent(Agent):
             action_dtype=np.float32,
         )
         observation_dtype = tf.as_dtype(observation_space.dtype)
+        self._policy = networks.actor_forward(self.actor)
         self.learner = Learner(
             [
                 UpdateGroup(
@@ -171,8 +172,8 @@ class DDPGAgent(Agent):
                 "discount": tf.TensorSpec([None, batch_size], tf.float32),
                 "next_observation": tf.TensorSpec([None, batch_size, *shape], observation_dtype),
             },
+            publish=self._policy.variables,
         )
-        self._policy = networks.actor_forward(self.actor)
         self.steps = 0  # transitions observed; drives warm-up and the training schedule
         self._due_calls = 0  # training calls due since the last update
 
@@ -207,7 +208,7 @@ class DDPGAgent(Agent):
             return {}, Health()
         batches = self.replay.sample_stack(calls * self.gradient_steps, self.batch_size, self.rng)
         metrics, health = self.learner.run(batches)
-        self._policy.refresh()
+        self._policy.refresh(self.learner.published)
         metrics = {**metrics, "noise_scale": self.noise.scale, "replay_size": len(self.replay)}
         return metrics, Health.from_tensor(health)
 

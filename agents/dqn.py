@@ -101,6 +101,7 @@ class DQNAgent(Agent):
                 "Raise UniformReplay.capacity or lower the batch size."
             )
         observation_dtype = tf.as_dtype(observation_space.dtype)
+        self._q_values = networks.acting_forward(self.online)
         self.learner = Learner(
             UpdateGroup(
                 self._loss,
@@ -118,8 +119,8 @@ class DQNAgent(Agent):
                 "discount": tf.TensorSpec([None, batch_size], tf.float32),
                 "next_observation": tf.TensorSpec([None, batch_size, *shape], observation_dtype),
             },
+            publish=self._q_values.variables,
         )
-        self._q_values = networks.acting_forward(self.online)
         self.steps = 0  # transitions observed; drives epsilon and the training schedule
         self._due_calls = 0  # training calls due since the last update
 
@@ -149,7 +150,7 @@ class DQNAgent(Agent):
             return {}, Health()
         batches = self.replay.sample_stack(calls * self.gradient_steps, self.batch_size, self.rng)
         metrics, health = self.learner.run(batches)
-        self._q_values.refresh()
+        self._q_values.refresh(self.learner.published)
         metrics = {**metrics, "epsilon": self.epsilon(self.steps), "replay_size": len(self.replay)}
         return metrics, Health.from_tensor(health)
 

@@ -89,6 +89,7 @@ class ReinforceAgent(Agent):
                 "action": tf.TensorSpec([1, None], tf.int32),
                 "return": tf.TensorSpec([1, None], tf.float32),
             },
+            publish=self._policy_numpy.variables,
         )
         self._episodes: list[list[tuple]] = []  # per sub-env: the episode in progress
         self._finished: list[Episode] = []  # complete episodes waiting for the next update
@@ -118,7 +119,7 @@ class ReinforceAgent(Agent):
         batch = self._batch(self._finished)
         self._finished = []
         metrics, health = self.learner.run(batch)
-        self._policy_numpy.refresh()
+        self._policy_numpy.refresh(self.learner.published)
         return metrics, Health.from_tensor(health)
 
     def _batch(self, episodes: list["Episode"]) -> dict[str, np.ndarray]:

@@ -386,7 +386,7 @@ class Runner:
         """One point per tag per step, however many sub-environments ended an episode in it."""
         self.state.episodes += len(ended.returns)
         progress.returns.extend(ended.returns.tolist())
-        writers.scalars(
+        writers.pending_scalars(
             "train",
             self.state.env_steps,
             {

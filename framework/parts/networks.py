@@ -113,6 +113,11 @@ def _single_threaded_blas() -> None:
 _BLAS_CAPPED = False
 
 
+def _kernels_and_biases(layers: Sequence[keras.layers.Dense]) -> list[tf.Variable]:
+    """Each dense layer's kernel, then its bias, in the order of `layers`."""
+    return [variable for layer in layers for variable in (layer.kernel, layer.bias)]
+
+
 class NumpyForward:
     """The forward pass of an `mlp` network in numpy, for acting at batch size 1.
 
@@ -131,26 +136,31 @@ class NumpyForward:
         self._dueling = any(layer.name == "advantage" for layer in model.layers)
         head_names = ("value", "advantage") if self._dueling else ("output",)
         self._head_layers = [model.get_layer(name) for name in head_names]
+        self.variables = _kernels_and_biases(self._hidden + self._head_layers)
         self.refresh()
 
     @staticmethod
     def supports(model: keras.Model) -> bool:
         return model.name == "mlp" and len(model.inputs[0].shape) == 2
 
-    def refresh(self) -> None:
-        """Marks the copy stale (call after every update): the next call copies the weights
-        out of the model, once however many updates came before it."""
-        self._stale = True
+    def refresh(self, values: Sequence[np.ndarray] | None = None) -> None:
+        """Call after every update, with the new `values` of `self.variables` where the caller
+        has them (`Learner.published`); without, the copy is marked stale and the next call
+        reads the weights out of the model, once however many updates came before it."""
+        if values is None:
+            self._stale = True
+        else:
+            self._load(values)
+
+    def _load(self, values: Sequence[np.ndarray]) -> None:
+        pairs = list(zip(values[::2], values[1::2], strict=True))
+        self._hidden_weights = pairs[: len(self._hidden)]
+        self._head_weights = pairs[len(self._hidden) :]
+        self._stale = False
 
     def _copy_weights(self) -> None:
         # The layers' TF variables themselves: a read skips Keras' variable wrapper.
-        self._hidden_weights = [
-            (layer.kernel.value.numpy(), layer.bias.value.numpy()) for layer in self._hidden
-        ]
-        self._head_weights = [
-            (layer.kernel.value.numpy(), layer.bias.value.numpy()) for layer in self._head_layers
-        ]
-        self._stale = False
+        self._load([variable.value.numpy() for variable in self.variables])
 
     def __call__(self, observations: np.ndarray) -> np.ndarray:
         if self._stale:
@@ -169,10 +179,12 @@ class NumpyForward:
 class CompiledForward:
     """A model's forward pass through one compiled call, where numpy does not pay (conv nets)."""
 
+    variables: tuple[tf.Variable, ...] = ()  # nothing to publish: it reads the model's own
+
     def __init__(self, model: keras.Model):
         self._forward = tf.function(model, reduce_retracing=True)
 
-    def refresh(self) -> None:
+    def refresh(self, values: Sequence[np.ndarray] | None = None) -> None:
         """The compiled call reads the live variables: nothing to copy."""
 
     def __call__(self, observations: np.ndarray) -> np.ndarray:
@@ -363,19 +375,24 @@ class NumpyActorCriticForward:
             "value": shared + layers("value") + [model.get_layer("value")],
         }
         self._activation = _NUMPY_ACTIVATIONS[self._paths["logits"][0].activation.__name__]
-        variables = [(layer.kernel, layer.bias) for path in self._paths.values() for layer in path]
+        self.variables = _kernels_and_biases(
+            [layer for path in self._paths.values() for layer in path]
+        )
         # One compiled read of every weight: a variable's `.numpy()` costs ~30 us each.
-        self._read = tf.function(lambda: [(tf.identity(k), tf.identity(b)) for k, b in variables])
+        self._read = tf.function(lambda: [tf.identity(v) for v in self.variables])
         self.refresh()
 
     @staticmethod
     def supports(model: keras.Model) -> bool:
         return model.name == "actor_critic_mlp" and len(model.inputs[0].shape) == 2
 
-    def refresh(self) -> None:
-        """Copies the current weights out of the model (call after every update)."""
-        values = iter([(k.numpy(), b.numpy()) for k, b in self._read()])
-        self._weights = {name: [next(values) for _ in path] for name, path in self._paths.items()}
+    def refresh(self, values: Sequence[np.ndarray] | None = None) -> None:
+        """Copies the current weights (call after every update): `values` of `self.variables`
+        where the caller has them (`Learner.published`), else read out of the model."""
+        if values is None:
+            values = [value.numpy() for value in self._read()]
+        pairs = iter(zip(values[::2], values[1::2], strict=True))
+        self._weights = {name: [next(pairs) for _ in path] for name, path in self._paths.items()}
 
     def _forward(self, name: str, observations: np.ndarray) -> np.ndarray:
         x = np.asarray(observations, dtype=np.float32)  # [B, features]
@@ -394,10 +411,12 @@ class NumpyActorCriticForward:
 class CompiledActorCriticForward:
     """An actor-critic model's outputs through one compiled call (conv nets)."""
 
+    variables: tuple[tf.Variable, ...] = ()  # nothing to publish: it reads the model's own
+
     def __init__(self, model: keras.Model):
         self._forward = tf.function(model, reduce_retracing=True)
 
-    def refresh(self) -> None:
+    def refresh(self, values: Sequence[np.ndarray] | None = None) -> None:
         """The compiled call reads the live variables: nothing to copy."""
 
     def logits(self, observations: np.ndarray) -> np.ndarray:

@@ -3,6 +3,9 @@
 import glob
 import os
 
+import pytest
+import tensorflow as tf
+
 from framework.event_reader import read_events, read_scalars
 from framework.summaries import SummaryWriters, set_aside_events, supersede_events_after
 
@@ -16,6 +19,33 @@ def _log(base_dir, steps) -> None:
 
 def _event_files(base_dir, split="train") -> list[str]:
     return sorted(glob.glob(os.path.join(str(base_dir), split, "*tfevents*")))
+
+
+def test_pending_points_are_written_in_step_order_before_the_next_write_and_on_close(tmp_path):
+    writers = SummaryWriters(str(tmp_path))
+    for step in (3, 5):  # e.g. episodes that ended at these steps
+        writers.pending_scalars("train", step, {"train/r": step / 10, "train/n": 1})
+    writers.pending_scalars("eval", 4, {"eval/r": 0.4})
+    writers.scalars("train", 6, {"train/loss": 2.5})  # writes train's pending points first
+    writers.pending_scalars("train", 7, {"train/r": 0.7, "train/n": 2})
+    writers.close()  # writes the rest
+    (path,) = _event_files(tmp_path)
+    written = [
+        (event.step, value.tag, round(float(tf.make_ndarray(value.tensor)), 6))
+        for event in read_events(path)[0]
+        for value in event.summary.value
+        if value.metadata.plugin_data.plugin_name == "scalars"  # as TensorBoard reads them
+    ]
+    assert written == [
+        (3, "train/r", 0.3),
+        (3, "train/n", 1.0),
+        (5, "train/r", 0.5),
+        (5, "train/n", 1.0),
+        (6, "train/loss", 2.5),
+        (7, "train/r", 0.7),
+        (7, "train/n", 2.0),
+    ]
+    assert read_scalars(str(tmp_path))["eval/r"] == [(4, pytest.approx(0.4))]
 
 
 def test_supersede_keeps_steps_up_to_the_resume_step_then_logging_continues(tmp_path):

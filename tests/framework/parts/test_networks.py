@@ -3,7 +3,9 @@
 import keras
 import numpy as np
 import pytest
+import tensorflow as tf
 
+from framework.learner import Learner, UpdateGroup
 from framework.parts.networks import (
     NumpyActorForward,
     NumpyForward,
@@ -102,6 +104,33 @@ def test_numpy_forward_refresh_picks_up_new_weights():
     np.testing.assert_allclose(
         after, model(observations).numpy(), rtol=1e-5, atol=1e-6
     )  # ...exactly
+
+
+@pytest.mark.parametrize("dueling", [False, True])
+def test_learner_published_weights_are_what_the_numpy_copy_acts_with(dueling):
+    """The learner hands back the acting copy's variables after its update: acting from them
+    equals acting from the updated model, with no read of its own."""
+    model = mlp((5,), 3, hidden_units=(8, 6), dueling=dueling)
+    forward = NumpyForward(model)
+    observations = _observations(4, 5)
+    before = forward(observations)
+    learner = Learner(
+        UpdateGroup(
+            lambda batch: (tf.reduce_mean(tf.square(model(batch["x"]) - 1.0)), {}),
+            model.trainable_variables,
+            keras.optimizers.SGD(0.5),
+        ),
+        batch_spec={"x": tf.TensorSpec([1, 4, 5], tf.float32)},
+        publish=forward.variables,
+    )
+    learner.run({"x": observations[None]})
+    assert len(learner.published) == len(forward.variables) == 2 * (2 + (2 if dueling else 1))
+    for value, variable in zip(learner.published, forward.variables, strict=True):
+        np.testing.assert_array_equal(value, variable.numpy())  # after the update
+    forward.refresh(learner.published)
+    after = forward(observations)
+    assert not np.allclose(before, after)
+    np.testing.assert_allclose(after, model(observations).numpy(), rtol=1e-5, atol=1e-6)
 
 
 def test_numpy_forward_supports_only_flat_mlps():
