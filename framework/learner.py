@@ -14,6 +14,7 @@ Asynchronous workers (A3C) use the same pipeline split in two halves:
 """
 
 import dataclasses
+import time
 from collections.abc import Callable, Sequence
 
 import gin
@@ -158,21 +159,37 @@ class Learner(tf.Module):
             if batch_spec is not None and PackedBatch.supports(batch_spec)
             else None
         )
+        unpack = (lambda batch: batch) if self._packing is None else self._packing.unpack
+        signature = None if batch_spec is None else [batch_spec]
         if self._packing is not None:
             signature = [self._packing.spec]
-            run_steps = lambda packed: self._run_steps(self._packing.unpack(packed))  # noqa: E731
-            compute_steps = lambda packed: self._compute_steps(self._packing.unpack(packed))  # noqa: E731
-        else:
-            signature = None if batch_spec is None else [batch_spec]
-            run_steps, compute_steps = self._run_steps, self._compute_steps
         self.jit_compile = jit_compile
+        # The learner's code calls tf.cond and tf.while_loop itself: tracing it without AutoGraph
+        # saves ~1.5 s of start-up. A loss with Python `if`/`for` over tensors gets a TensorFlow
+        # error that says so; decorate it with `tf.function`, which converts it.
+        # Under XLA a branch around each update costs ~20% of a 256x256 MLP step (its buffers
+        # cannot fuse across it), so there the guard is optimistic: every step applies, and a
+        # call in which any step was non-finite rolls back and runs again guarded, branch and all.
+        self._optimistic = jit_compile and not any(g.gradient_processor.variables for g in groups)
         compile_options = dict(
-            jit_compile=jit_compile, input_signature=signature, reduce_retracing=signature is None
+            jit_compile=jit_compile,
+            input_signature=signature,
+            reduce_retracing=signature is None,
+            autograph=False,
         )
-        self._run = tf.function(run_steps, **compile_options)
-        self._compute = tf.function(compute_steps, **compile_options)
+        self._functions = {
+            "run": lambda b: self._run_steps(unpack(b), optimistic=self._optimistic),
+            "run_guarded": lambda b: self._run_steps(unpack(b), optimistic=False),
+            "compute": lambda b: self._compute_steps(unpack(b)),
+        }
+        self._functions = {
+            name: tf.function(function, **compile_options)
+            for name, function in self._functions.items()
+        }
         self._has_signature = signature is not None
         self._traced: dict[str, Callable] = {}
+        self.first_call_seconds = 0.0  # of each compiled function: tracing and XLA included
+        self.first_call_steps = 0
         gradient_spec = [
             [tf.TensorSpec(v.shape, v.dtype) for v in group.variables] for group in groups
         ]
@@ -193,6 +210,9 @@ class Learner(tf.Module):
         it ran in none), and the health vector (`Health.from_tensor`).
         """
         metrics, health, published = self._call("run", batches)
+        if self._optimistic and health.numpy()[HEALTH_FIELDS.index("nonfinite_steps")] > 0:
+            # The optimistic pass rolled back: the same steps again, each one guarded.
+            metrics, health, published = self._call("run_guarded", batches)
         self.published = [value.numpy() for value in published]
         return metrics, health
 
@@ -211,14 +231,19 @@ class Learner(tf.Module):
         """With a batch spec, calls the traced function itself, traced on the first call:
         `tf.function`'s dispatch (matching the arguments against its traces) costs ~200 us a
         call, more than a small network's whole step."""
-        function = self._run if name == "run" else self._compute
+        function = self._functions[name]
         if not self._has_signature:
             return function(batches)
-        if name not in self._traced:
-            self._traced[name] = function.get_concrete_function()
         if self._packing is not None:
-            return self._traced[name](self._packing.pack(batches))
-        return self._traced[name](batches)
+            batches = self._packing.pack(batches)
+        if name in self._traced:
+            return self._traced[name](batches)
+        start = time.perf_counter()
+        self._traced[name] = function.get_concrete_function()
+        outputs = self._traced[name](batches)
+        self.first_call_seconds += time.perf_counter() - start
+        self.first_call_steps += len(tf.nest.flatten(batches)[0])
+        return outputs
 
     def apply_gradients(self, gradients: Gradients) -> tf.Tensor:
         """The global half: applies pushed gradients to this learner's variables; its health.
@@ -232,17 +257,37 @@ class Learner(tf.Module):
     @property
     def tracing_count(self) -> int:
         """How often the compiled functions were traced (tests check that it stays small)."""
-        functions = (self._run, self._compute, self._apply_pushed)
+        functions = (*self._functions.values(), self._apply_pushed)
         return sum(function.experimental_get_tracing_count() for function in functions)
 
-    def _run_steps(self, batches: Batch) -> tuple[Metrics, tf.Tensor, list[tf.Tensor]]:
-        totals = self._steps(batches, train=True)
+    def _run_steps(
+        self, batches: Batch, optimistic: bool
+    ) -> tuple[Metrics, tf.Tensor, list[tf.Tensor]]:
+        state = self._state_variables() if optimistic else []
+        saved = [tf.identity(v) for v in state]  # a copy that the steps below do not touch
+        totals = self._steps(batches, train=True, optimistic=optimistic)
         metrics = self._averages(totals)
         for group, count in zip(self.groups, self._target_updates, strict=True):
             if not isinstance(group.target_updater, NoUpdate):  # a count that is always 0
                 metrics[f"{group.prefix}target_updates"] = count.read_value()
         health = tf.stack([*totals["health"], self._nonfinite_variables()])
-        return metrics, tf.cast(health, tf.int64), [tf.identity(v) for v in self._publish]
+        published = [tf.identity(v) for v in self._publish]
+        if optimistic:  # a non-finite step applied: everything back as it was before the call
+
+            def roll_back():
+                for variable, value in zip(state, saved, strict=True):
+                    variable.assign(value)
+                return tf.constant(True)
+
+            tf.cond(totals["health"][2] > 0, roll_back, lambda: tf.constant(False))
+        return metrics, tf.cast(health, tf.int64), published
+
+    def _state_variables(self) -> list[tf.Variable]:
+        """Everything a training call writes: weights, targets, optimizer slots, counters."""
+        variables = [self.steps, self.applied_updates, *self._group_updates, *self._target_updates]
+        for group in self.groups:
+            variables += [*group.variables, *group.target_variables, *group.optimizer.variables]
+        return list({id(v): v for v in variables}.values())
 
     def _compute_steps(self, batches: Batch) -> tuple[Gradients, tf.Tensor, Metrics, tf.Tensor]:
         totals = self._steps(batches, train=False)
@@ -273,7 +318,7 @@ class Learner(tf.Module):
         health = [0.0, tf.add_n(applied), tf.reduce_max(nonfinite), 0.0]
         return tf.cast(tf.stack([*health, self._nonfinite_variables()]), tf.int64)
 
-    def _steps(self, batches: Batch, train: bool) -> dict:
+    def _steps(self, batches: Batch, train: bool, optimistic: bool = False) -> dict:
         """Runs the steps over the stacked batches; the sums of what each step returns.
 
         The counters (learner steps, each group's applies and target updates) travel through
@@ -286,7 +331,8 @@ class Learner(tf.Module):
 
         def step_at(index, applies):
             batch = tf.nest.map_structure(lambda x: x[index], batches)
-            return self._step(batch, first_step + tf.cast(index, tf.int64), applies, train)
+            step = first_step + tf.cast(index, tf.int64)
+            return self._step(batch, step, applies, train, optimistic)
 
         if leading.shape[0] == 1:  # one step (on-policy): no loop needed
             totals, applies = step_at(0, applies)
@@ -318,7 +364,8 @@ class Learner(tf.Module):
         scalar = tf.TensorSpec([], tf.float32)
         groups = []
         for group in self.groups:
-            _, extras = tf.function(group.loss_fn).get_concrete_function(batch).structured_outputs
+            loss_fn = tf.function(group.loss_fn, autograph=False)
+            _, extras = loss_fn.get_concrete_function(batch).structured_outputs
             names = ["loss", "grad_norm", *extras, *group.gradient_processor.metric_names]
             spec = {
                 "metrics": {name: scalar for name in names},
@@ -346,7 +393,7 @@ class Learner(tf.Module):
         return metrics
 
     def _step(
-        self, batch: Batch, step: tf.Tensor, applies: list[tf.Tensor], train: bool
+        self, batch: Batch, step: tf.Tensor, applies: list[tf.Tensor], train: bool, optimistic: bool
     ) -> tuple[dict, list[tf.Tensor]]:
         """Learner step `step` (from 1): each group that is due, in order. Returns per-step
         counts and each group's applies so far (its target updater's step)."""
@@ -354,7 +401,7 @@ class Learner(tf.Module):
         for index, group in enumerate(self.groups):
 
             def run_group(index=index):
-                return self._group_step(index, batch, applies[index], train)
+                return self._group_step(index, batch, applies[index], train, optimistic)
 
             if group.every == 1:
                 outputs.append(run_group())
@@ -373,7 +420,9 @@ class Learner(tf.Module):
             ]
         return {"groups": outputs, "health": health}, applies
 
-    def _group_step(self, index: int, batch: Batch, applies: tf.Tensor, train: bool) -> dict:
+    def _group_step(
+        self, index: int, batch: Batch, applies: tf.Tensor, train: bool, optimistic: bool
+    ) -> dict:
         group = self.groups[index]
         with tf.GradientTape() as tape:
             loss, extras = group.loss_fn(batch)
@@ -381,8 +430,12 @@ class Learner(tf.Module):
         missing = [_name(v) for v, g in zip(group.variables, grads, strict=True) if g is None]
         if missing:
             raise ValueError(f"The loss does not depend on these variables: {missing}.")
-        finite = _all_finite([loss, *grads])
-        metrics = {"loss": loss, "grad_norm": tf.linalg.global_norm(grads)}
+        # A NaN or inf in any gradient makes the global norm NaN or inf: one test on a number
+        # the step needs anyway, not another pass over every gradient. (Gradients so large that
+        # their squares overflow count as non-finite too: no update could use them.)
+        grad_norm = tf.linalg.global_norm(grads)
+        finite = tf.logical_and(tf.math.is_finite(loss), tf.math.is_finite(grad_norm))
+        metrics = {"loss": loss, "grad_norm": grad_norm}
         if train:
             metrics["learning_rate"] = tf.identity(group.optimizer.learning_rate)  # this step's
 
@@ -421,12 +474,16 @@ class Learner(tf.Module):
             result, release, processor_metrics = tf.cond(finite, process_and_apply, skip)
         else:
             processed, release, processor_metrics = processor(grads, group.variables)
-            release = tf.logical_and(finite, release)
-            result = tf.cond(
-                release,
-                lambda: self._apply(index, processed, applies + 1),
-                lambda: tf.constant(False),
-            )
+            if optimistic and tf.get_static_value(release):
+                # Applied whatever `finite` says: a non-finite step rolls the call back (`run`).
+                result = self._apply(index, processed, applies + 1)
+            else:
+                release = tf.logical_and(finite, release)
+                result = tf.cond(
+                    release,
+                    lambda: self._apply(index, processed, applies + 1),
+                    lambda: tf.constant(False),
+                )
         output = {"target_updates": tf.cast(result, tf.float32)} if train else {"gradients": result}
         metrics = {**metrics, **extras, **processor_metrics}
         return {

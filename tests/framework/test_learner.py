@@ -378,4 +378,75 @@ def test_xla_steps_match_the_hand_computed_ones_and_skip_nonfinite(jit_compile):
     )
     assert int(metrics["target_updates"]) == 1
     assert [int(v.numpy()) for v in (learner.steps, learner.applied_updates)] == [4, 3]
-    assert learner.tracing_count == 1
+    # Under XLA the call ran unguarded, rolled back and ran again guarded: a second trace.
+    assert learner.tracing_count == (2 if jit_compile else 1)
+
+
+def _adam_learner(jit_compile: bool):
+    w, w_target = tf.Variable([2.0, -1.0]), tf.Variable([0.0, 0.0])
+
+    def loss(batch):
+        return tf.reduce_mean(tf.square(w[0] * batch["x"] + w[1] - batch["y"])), {}
+
+    group = UpdateGroup(
+        loss,
+        [w],
+        keras.optimizers.Adam(0.1),
+        ClipByGlobalNorm(max_norm=1.0),
+        HardUpdate(period=3),
+        online_variables=[w],
+        target_variables=[w_target],
+    )
+    spec = tf.TensorSpec([None, 2], tf.float32)
+    learner = Learner(group, jit_compile=jit_compile, batch_spec={"x": spec, "y": spec})
+    state = [w, w_target, learner.steps, learner.applied_updates, *group.optimizer.variables]
+    return learner, state
+
+
+def test_xla_optimistic_steps_roll_back_exactly_to_the_guarded_result():
+    """Weights, target, Adam's moments and step count, counters: all as if each step had been
+    guarded, after calls with and without a NaN step; finite calls never trace the guard."""
+    calls = [
+        _batches([X, X], [Y, Y]),
+        _batches([X, [np.nan, 2.0], X, [1.0, np.inf]], [Y] * 4),
+        _batches([X] * 3, [Y] * 3),
+    ]
+    results = {}
+    for jit_compile in (False, True):
+        learner, state = _adam_learner(jit_compile)
+        healths = [_run(learner, batch)[1] for batch in calls[:1]]
+        if jit_compile:
+            assert learner.tracing_count == 1  # all finite: the guarded function never traced
+        healths += [_run(learner, batch)[1] for batch in calls[1:]]
+        results[jit_compile] = ([v.numpy() for v in state], healths)
+    (plain, plain_health), (xla, xla_health) = results[False], results[True]
+    assert xla_health == plain_health
+    assert plain_health[1] == Health(
+        gradient_steps=4, applied_updates=2, nonfinite_steps=2, nonfinite_losses=2
+    )
+    for expected, actual in zip(plain, xla, strict=True):
+        np.testing.assert_allclose(actual, expected, rtol=1e-5)
+
+
+def _branching_loss(w):
+    """Squared error where the mean residual is positive, else absolute error: a Python `if`
+    over a tensor, which needs AutoGraph."""
+
+    def loss(batch):
+        error = w * batch["x"] - batch["y"]
+        if tf.reduce_mean(error) > 0:
+            return tf.reduce_mean(tf.square(error)), {}
+        return tf.reduce_mean(tf.abs(error)), {}
+
+    return loss
+
+
+def test_a_loss_with_python_control_flow_needs_its_own_tf_function():
+    w = tf.Variable(2.0)
+    learner = Learner(UpdateGroup(_branching_loss(w), [w], keras.optimizers.SGD(0.1)))
+    with pytest.raises(TypeError, match="AutoGraph"):  # the learner traces without it
+        learner.run(_batches([X], [Y]))
+    decorated = tf.function(_branching_loss(w))  # converted by its own tf.function
+    learner = Learner(UpdateGroup(decorated, [w], keras.optimizers.SGD(0.1)))
+    _run(learner, _batches([X], [Y]))  # residual [1, 3] > 0: squared error, gradient 7
+    np.testing.assert_allclose(w.numpy(), 2.0 - 0.1 * 7.0, rtol=1e-6)
