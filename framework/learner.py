@@ -177,14 +177,13 @@ class Learner(tf.Module):
             reduce_retracing=signature is None,
             autograph=False,
         )
-        self._functions = {
+        steps = {
             "run": lambda b: self._run_steps(unpack(b), optimistic=self._optimistic),
             "run_guarded": lambda b: self._run_steps(unpack(b), optimistic=False),
             "compute": lambda b: self._compute_steps(unpack(b)),
         }
         self._functions = {
-            name: tf.function(function, **compile_options)
-            for name, function in self._functions.items()
+            name: tf.function(function, **compile_options) for name, function in steps.items()
         }
         self._has_signature = signature is not None
         self._traced: dict[str, Callable] = {}
