@@ -132,7 +132,10 @@ class DQNAgent(Agent):
         if epsilon <= 0:
             return greedy
         explores = rng.random(len(greedy)) < epsilon  # [N]
-        return np.where(explores, rng.integers(self.num_actions, size=len(greedy)), greedy)
+        count = np.count_nonzero(explores)
+        if count:  # random actions drawn only for the sub-environments that explore
+            greedy[explores] = rng.integers(self.num_actions, size=count)
+        return greedy
 
     def observe(self, step: VectorStep) -> None:
         self.replay.add(step)

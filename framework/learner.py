@@ -168,8 +168,9 @@ class Learner(tf.Module):
         # saves ~1.5 s of start-up. A loss with Python `if`/`for` over tensors gets a TensorFlow
         # error that says so; decorate it with `tf.function`, which converts it.
         # Under XLA a branch around each update costs ~20% of a 256x256 MLP step (its buffers
-        # cannot fuse across it), so there the guard is optimistic: every step applies, and a
-        # call in which any step was non-finite rolls back and runs again guarded, branch and all.
+        # cannot fuse across it), so there a call of several steps is optimistic: every step
+        # applies, and a call in which any step was non-finite rolls back and runs again
+        # guarded, branch and all. A single step would gain nothing (a branch either way).
         self._optimistic = jit_compile and not any(g.gradient_processor.variables for g in groups)
         compile_options = dict(
             jit_compile=jit_compile,
@@ -178,8 +179,8 @@ class Learner(tf.Module):
             autograph=False,
         )
         steps = {
-            "run": lambda b: self._run_steps(unpack(b), optimistic=self._optimistic),
-            "run_guarded": lambda b: self._run_steps(unpack(b), optimistic=False),
+            "run": lambda b: self._run_steps(unpack(b), optimistic=False),
+            "run_optimistic": lambda b: self._run_steps(unpack(b), optimistic=True),
             "compute": lambda b: self._compute_steps(unpack(b)),
         }
         self._functions = {
@@ -208,10 +209,11 @@ class Learner(tf.Module):
         Returns the metrics, per group averaged over the finite steps in which it ran (zero if
         it ran in none), and the health vector (`Health.from_tensor`).
         """
-        metrics, health, published = self._call("run", batches)
-        if self._optimistic and health.numpy()[HEALTH_FIELDS.index("nonfinite_steps")] > 0:
+        optimistic = self._optimistic and len(tf.nest.flatten(batches)[0]) > 1
+        metrics, health, published = self._call("run_optimistic" if optimistic else "run", batches)
+        if optimistic and health.numpy()[HEALTH_FIELDS.index("nonfinite_steps")] > 0:
             # The optimistic pass rolled back: the same steps again, each one guarded.
-            metrics, health, published = self._call("run_guarded", batches)
+            metrics, health, published = self._call("run", batches)
         self.published = [value.numpy() for value in published]
         return metrics, health
 

@@ -410,6 +410,7 @@ def test_xla_optimistic_steps_roll_back_exactly_to_the_guarded_result():
         _batches([X, X], [Y, Y]),
         _batches([X, [np.nan, 2.0], X, [1.0, np.inf]], [Y] * 4),
         _batches([X] * 3, [Y] * 3),
+        _batches([[np.nan, 2.0]], [Y]),  # a single step: guarded from the start
     ]
     results = {}
     for jit_compile in (False, True):
