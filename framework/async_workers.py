@@ -233,6 +233,14 @@ class RayActors(_Remote):
         super().__init__(len(arguments))
         if not ray.is_initialized():
             ray.init()  # a cluster's address from RAY_ADDRESS, else a local instance
+        cpus = ray.cluster_resources().get("CPU", 0.0)
+        if len(arguments) * num_cpus > cpus:  # Ray would wait for them forever, silently
+            raise ValueError(
+                f"A3C asks for {len(arguments)} Ray actors of RayActors.num_cpus = {num_cpus} "
+                f"CPU each, but the Ray cluster has {cpus:g} CPUs: the actors that do not fit "
+                "would never start. Lower A3C.num_workers or RayActors.num_cpus (e.g. "
+                f"{cpus / len(arguments):g}), or add nodes to the cluster."
+            )
         actor = ray.remote(num_cpus=num_cpus)(RemoteWorker)
         self._actors = [actor.remote(config, factory, args) for args in arguments]
 

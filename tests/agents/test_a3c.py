@@ -223,3 +223,10 @@ def test_cartpole_improves_within_a_small_budget(tmp_path):
         assert tag in scalars, tag
     # In turn, a worker pulls right after its push: the other worker's one push in between.
     assert [value for _, value in scalars["async/staleness_max"]][-1] == 1
+
+
+def test_ray_actors_that_cannot_all_start_are_refused_not_waited_for(local_ray, tmp_path):
+    bindings = ["A3C.backend = @RayActors", "RayActors.num_cpus = 1.5", "A3C.num_steps = 30"]
+    with pytest.raises(ValueError, match=r"2 Ray actors of RayActors.num_cpus = 1.5 .* 2 CPUs"):
+        _train(tmp_path, bindings)  # 2 x 1.5 CPUs on 2: Ray would wait for the second forever
+    gin.clear_config()
