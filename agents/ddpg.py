@@ -173,6 +173,7 @@ class DDPGAgent(Agent):
                 "next_observation": tf.TensorSpec([None, batch_size, *shape], observation_dtype),
             },
             publish=self._policy.variables,
+            loss_state=[self.tf_rng.state],  # target smoothing's noise
         )
         self.steps = 0  # transitions observed; drives warm-up and the training schedule
         self._due_calls = 0  # training calls due since the last update

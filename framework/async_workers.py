@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import concurrent.futures
 import dataclasses
+import math
 import multiprocessing
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -234,12 +235,14 @@ class RayActors(_Remote):
         if not ray.is_initialized():
             ray.init()  # a cluster's address from RAY_ADDRESS, else a local instance
         cpus = ray.cluster_resources().get("CPU", 0.0)
-        if len(arguments) * num_cpus > cpus:  # Ray would wait for them forever, silently
+        # Ray counts resources in units of 1e-4; actors beyond the cluster wait forever, silently.
+        if round(len(arguments) * num_cpus * 1e4) > round(cpus * 1e4):
+            fits = math.floor(cpus / len(arguments) * 1e4) / 1e4
             raise ValueError(
-                f"A3C asks for {len(arguments)} Ray actors of RayActors.num_cpus = {num_cpus} "
-                f"CPU each, but the Ray cluster has {cpus:g} CPUs: the actors that do not fit "
-                "would never start. Lower A3C.num_workers or RayActors.num_cpus (e.g. "
-                f"{cpus / len(arguments):g}), or add nodes to the cluster."
+                f"{len(arguments)} Ray actors (A3C.num_workers) of RayActors.num_cpus = "
+                f"{num_cpus} CPU each do not fit the Ray cluster's {cpus:g} CPUs: the run would "
+                f"hang waiting for them. Lower A3C.num_workers or RayActors.num_cpus (at most "
+                f"{fits:g} for {len(arguments)} actors), or add nodes to the cluster."
             )
         actor = ray.remote(num_cpus=num_cpus)(RemoteWorker)
         self._actors = [actor.remote(config, factory, args) for args in arguments]

@@ -46,6 +46,12 @@ class PackedBatch:
         columns = []
         for name, width in zip(self._names, self._widths, strict=True):
             array = np.asarray(batch[name])
+            expected = (*leading, *self._trailing[name].as_list())
+            if array.shape != expected:  # a reshape would scramble it silently
+                raise ValueError(
+                    f"The batch's field {name!r} has shape {array.shape}; expected {expected}, "
+                    f"as its spec and the leading axes of {self._names[0]!r} say."
+                )
             integer = self._dtypes[name].is_integer
             if integer and array.size and np.abs(array).max() >= _EXACT_INTEGERS:
                 raise ValueError(

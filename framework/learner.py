@@ -8,7 +8,9 @@ variables, optimizer and schedule (`every`). The step never writes summaries: it
 tensors, averaged over the `k` steps, and a small health vector that the loop reads to stop or
 count non-finite updates. Counters cross into their variables once per call, not once per
 step, and a stateless gradient processor runs outside the non-finite guard's branch: under XLA a
-variable write or a branch inside the loop costs more than a small step's arithmetic.
+variable write or a branch inside the loop costs more than a small step's arithmetic. For the
+same reason a call's inputs and outputs are few: the batch crosses in as one packed array
+(`framework/batch_packing.py`) and the acting copy's weights come back with the call.
 Asynchronous workers (A3C) use the same pipeline split in two halves:
 `compute_gradients` on a worker's copy, `apply_gradients` on the global learner.
 """
@@ -47,7 +49,9 @@ class Health:
 
     gradient_steps: int = 0  # gradient steps attempted
     applied_updates: int = 0  # optimizer applies, summed over groups
-    nonfinite_steps: int = 0  # steps where some group's loss or gradient was NaN/inf (skipped)
+    # Steps where some group's loss or gradient was NaN/inf, or its gradients' global norm
+    # overflowed float32 (skipped).
+    nonfinite_steps: int = 0
     nonfinite_losses: int = 0  # of those, the steps with a non-finite loss (else the gradient)
     nonfinite_variables: int = 0  # calls after which a variable was NaN/inf despite finite updates
 
@@ -108,6 +112,8 @@ class Learner(tf.Module):
       batch_spec: `tf.TensorSpec`s of the stacked batches `run` takes, leading axis first.
       publish: variables whose values after each `run` come back with it, as numpy arrays in
         `published`: an acting copy of the weights then costs no call of its own (~100-300 us).
+      loss_state: variables the losses themselves change (a `tf.random.Generator`'s `state`),
+        restored with everything else when an optimistic call rolls back (see below).
     """
 
     def __init__(
@@ -116,6 +122,7 @@ class Learner(tf.Module):
         jit_compile: bool = False,
         batch_spec: dict[str, tf.TensorSpec] | None = None,
         publish: Sequence[tf.Variable] = (),
+        loss_state: Sequence[tf.Variable] = (),
     ):
         super().__init__(name="learner")
         groups = [groups] if isinstance(groups, UpdateGroup) else list(groups)
@@ -141,6 +148,7 @@ class Learner(tf.Module):
             rate if isinstance(rate, float) else None for rate in configured
         ]
         self._publish = list(publish)
+        self._loss_state = list(loss_state)
         self.published: list[np.ndarray] | None = None  # `publish`'s values after the last run
         self.steps = tf.Variable(0, dtype=tf.int64, trainable=False, name="steps")
         self.applied_updates = tf.Variable(0, dtype=tf.int64, trainable=False, name="updates")
@@ -170,8 +178,12 @@ class Learner(tf.Module):
         # Under XLA a branch around each update costs ~20% of a 256x256 MLP step (its buffers
         # cannot fuse across it), so there a call of several steps is optimistic: every step
         # applies, and a call in which any step was non-finite rolls back and runs again
-        # guarded, branch and all. A single step would gain nothing (a branch either way).
-        self._optimistic = jit_compile and not any(g.gradient_processor.variables for g in groups)
+        # guarded, branch and all. A single step would gain nothing (a branch either way), nor
+        # would a group whose processor decides when to release (`Accumulate`): it keeps its
+        # branch, so such learners are never optimistic.
+        self._optimistic = jit_compile and all(
+            _releases_every_step(group.gradient_processor, group.variables) for group in groups
+        )
         compile_options = dict(
             jit_compile=jit_compile,
             input_signature=signature,
@@ -284,10 +296,13 @@ class Learner(tf.Module):
         return metrics, tf.cast(health, tf.int64), published
 
     def _state_variables(self) -> list[tf.Variable]:
-        """Everything a training call writes: weights, targets, optimizer slots, counters."""
+        """Everything a training call writes: weights, targets, optimizer slots, counters, and
+        what the losses change (`loss_state`)."""
         variables = [self.steps, self.applied_updates, *self._group_updates, *self._target_updates]
+        variables += self._loss_state
         for group in self.groups:
-            variables += [*group.variables, *group.target_variables, *group.optimizer.variables]
+            variables += [*group.variables, *group.online_variables, *group.target_variables]
+            variables += group.optimizer.variables
         return list({id(v): v for v in variables}.values())
 
     def _compute_steps(self, batches: Batch) -> tuple[Gradients, tf.Tensor, Metrics, tf.Tensor]:
@@ -475,7 +490,7 @@ class Learner(tf.Module):
             result, release, processor_metrics = tf.cond(finite, process_and_apply, skip)
         else:
             processed, release, processor_metrics = processor(grads, group.variables)
-            if optimistic and tf.get_static_value(release):
+            if optimistic:  # `release` is True (`_releases_every_step`)
                 # Applied whatever `finite` says: a non-finite step rolls the call back (`run`).
                 result = self._apply(index, processed, applies + 1)
             else:
@@ -552,6 +567,16 @@ def _as_metrics(metrics: Metrics) -> Metrics:
 def _zero_metrics(processor: GradientProcessor) -> Metrics:
     """What a processor reports for a step it did not see."""
     return {name: tf.constant(0.0) for name in processor.metric_names}
+
+
+def _releases_every_step(processor: GradientProcessor, variables: Sequence[tf.Variable]) -> bool:
+    """Whether `processor` releases its gradients at every step, as its trace shows."""
+    if processor.variables:
+        return False
+    specs = [tf.TensorSpec(v.shape, v.dtype) for v in variables]
+    trace = tf.function(lambda grads: processor(grads, variables)[1], autograph=False)
+    release = tf.get_static_value(trace.get_concrete_function(specs).structured_outputs)
+    return release is not None and bool(release)
 
 
 def _all_finite(tensors: Sequence[tf.Tensor]) -> tf.Tensor:

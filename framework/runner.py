@@ -445,7 +445,8 @@ class Runner:
             bad, total = health.nonfinite_steps, health.gradient_steps
             self._raise_nonfinite(
                 f"Non-finite {culprit} at environment step {step}: {bad} of the {total} gradient "
-                f"steps of this learner call had a NaN or inf and were not applied; the other "
+                "steps of this learner call had a NaN or inf (or a gradient norm beyond "
+                f"float32's range) and were not applied; the other "
                 f"{total - bad} were ({health.applied_updates} optimizer updates)."
             )
 

@@ -65,7 +65,8 @@ class SummaryWriters:
 
     def _write_pending(self, split: str | None = None) -> None:
         for key in [key for key in self._pending if split in (None, key[0])]:
-            self._write(*key, self._pending.pop(key))
+            self._write(*key, self._pending[key])
+            del self._pending[key]  # only once written: a failed write keeps them
 
     def _write(self, split: str, tags: tuple[str, ...], points: list[tuple[int, list]]) -> None:
         if (split, tags) not in self._compiled:
@@ -110,9 +111,11 @@ class SummaryWriters:
                 run_directory.fsync(path)
 
     def close(self) -> None:
-        self._write_pending()
-        for writer in self._writers.values():
-            writer.close()
+        try:
+            self._write_pending()
+        finally:
+            for writer in self._writers.values():
+                writer.close()
 
 
 def _compiled_scalars(writer, tags: tuple[str, ...]) -> Callable:

@@ -140,6 +140,7 @@ class Chain(GradientProcessor):
         metrics: Metrics = {}
         for processor in self.processors:
             grads, ready, processor_metrics = processor(grads, variables)
-            apply_now = tf.logical_and(apply_now, ready)
+            if not tf.get_static_value(ready):  # a release known when traced stays known
+                apply_now = tf.logical_and(apply_now, ready)
             metrics.update(processor_metrics)
         return grads, apply_now, metrics

@@ -45,6 +45,13 @@ def test_integers_that_float32_would_round_are_refused():
         PackedBatch(SPEC).pack(batch)
 
 
+def test_a_field_of_the_wrong_shape_is_refused_not_scrambled():
+    batch = _batch(4)
+    batch["count"] = batch["count"].transpose(1, 0, 2)  # [3, 4, 2]: same size, other layout
+    with pytest.raises(ValueError, match=r"'count' has shape \(3, 4, 2\); expected \(4, 3, 2\)"):
+        PackedBatch(SPEC).pack(batch)
+
+
 def test_only_numeric_batches_with_shared_leading_axes_are_packed():
     assert PackedBatch.supports(SPEC)
     frames = {**SPEC, "observation": tf.TensorSpec([None, 3, 84, 84, 4], tf.uint8)}

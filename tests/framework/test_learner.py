@@ -11,7 +11,7 @@ import pytest
 import tensorflow as tf
 
 from framework.learner import HEALTH_FIELDS, Health, Learner, UpdateGroup, copy_variables
-from framework.parts.gradient_processors import Accumulate, ClipByGlobalNorm
+from framework.parts.gradient_processors import Accumulate, Chain, ClipByGlobalNorm
 from framework.parts.target_updaters import HardUpdate, SoftUpdate
 
 X, Y = [1.0, 2.0], [1.0, 1.0]
@@ -383,50 +383,79 @@ def test_xla_steps_match_the_hand_computed_ones_and_skip_nonfinite(jit_compile):
 
 
 def _adam_learner(jit_compile: bool):
+    """Adam, clipping in a Chain, a hard target and a loss that draws noise (as TD3's target
+    smoothing does): every kind of state a training call changes."""
     w, w_target = tf.Variable([2.0, -1.0]), tf.Variable([0.0, 0.0])
+    rng = tf.random.Generator.from_seed(7)
 
     def loss(batch):
-        return tf.reduce_mean(tf.square(w[0] * batch["x"] + w[1] - batch["y"])), {}
+        noise = 0.01 * rng.normal([2])
+        prediction = w[0] * batch["x"] + w[1] + noise
+        return tf.reduce_mean(tf.square(prediction - batch["y"])), {}
 
     group = UpdateGroup(
         loss,
         [w],
         keras.optimizers.Adam(0.1),
-        ClipByGlobalNorm(max_norm=1.0),
+        Chain([ClipByGlobalNorm(max_norm=1.0)]),  # stateless: still optimistic
         HardUpdate(period=3),
         online_variables=[w],
         target_variables=[w_target],
     )
     spec = tf.TensorSpec([None, 2], tf.float32)
-    learner = Learner(group, jit_compile=jit_compile, batch_spec={"x": spec, "y": spec})
-    state = [w, w_target, learner.steps, learner.applied_updates, *group.optimizer.variables]
-    return learner, state
+    learner = Learner(
+        group, jit_compile=jit_compile, batch_spec={"x": spec, "y": spec}, loss_state=[rng.state]
+    )
+    state = [w, w_target, rng.state, learner.steps, learner.applied_updates]
+    return learner, state + group.optimizer.variables
 
 
 def test_xla_optimistic_steps_roll_back_exactly_to_the_guarded_result():
-    """Weights, target, Adam's moments and step count, counters: all as if each step had been
-    guarded, after calls with and without a NaN step; finite calls never trace the guard."""
+    """Stacked calls (optimistic under XLA) against the same steps one call each (a single step
+    is always guarded): weights, target, generator, Adam's moments and step count, counters and
+    health all agree, over calls with and without NaN/inf steps."""
     calls = [
         _batches([X, X], [Y, Y]),
         _batches([X, [np.nan, 2.0], X, [1.0, np.inf]], [Y] * 4),
         _batches([X] * 3, [Y] * 3),
-        _batches([[np.nan, 2.0]], [Y]),  # a single step: guarded from the start
     ]
     results = {}
-    for jit_compile in (False, True):
-        learner, state = _adam_learner(jit_compile)
-        healths = [_run(learner, batch)[1] for batch in calls[:1]]
-        if jit_compile:
-            assert learner.tracing_count == 1  # all finite: the guarded function never traced
-        healths += [_run(learner, batch)[1] for batch in calls[1:]]
-        results[jit_compile] = ([v.numpy() for v in state], healths)
-    (plain, plain_health), (xla, xla_health) = results[False], results[True]
-    assert xla_health == plain_health
-    assert plain_health[1] == Health(
-        gradient_steps=4, applied_updates=2, nonfinite_steps=2, nonfinite_losses=2
+    for stacked in (True, False):
+        learner, state = _adam_learner(jit_compile=True)
+        health = Health()
+        for index, batch in enumerate(calls):
+            steps = (
+                [batch]
+                if stacked
+                else [{k: v[i : i + 1] for k, v in batch.items()} for i in range(len(batch["x"]))]
+            )
+            for step in steps:
+                health = health + _run(learner, step)[1]
+            if stacked and index == 0:
+                assert learner.tracing_count == 1  # all finite: the guarded one never traced
+        if stacked:
+            assert learner.tracing_count == 2  # the NaN call ran again, guarded
+        results[stacked] = ([v.numpy() for v in state], health)
+    (optimistic, optimistic_health), (guarded, guarded_health) = results[True], results[False]
+    assert (
+        optimistic_health
+        == guarded_health
+        == Health(gradient_steps=9, applied_updates=7, nonfinite_steps=2, nonfinite_losses=2)
     )
-    for expected, actual in zip(plain, xla, strict=True):
-        np.testing.assert_allclose(actual, expected, rtol=1e-5)
+    for expected, actual in zip(guarded, optimistic, strict=True):
+        np.testing.assert_allclose(actual, expected, rtol=1e-6)
+
+
+def test_a_learner_whose_processor_holds_gradients_back_is_never_optimistic():
+    w = tf.Variable(2.0)
+    spec = tf.TensorSpec([None, 2], tf.float32)
+    learner = _linear_learner(
+        w, gradient_processor=Accumulate(steps=2), batch_spec={"x": spec, "y": spec}
+    )
+    learner = Learner(learner.groups, jit_compile=True, batch_spec={"x": spec, "y": spec})
+    _, health = _run(learner, _batches([X, [np.nan, 2.0], X], [Y] * 3))
+    assert health.nonfinite_steps == 1 and health.applied_updates == 1
+    assert learner.tracing_count == 1  # guarded from the start: no optimistic pass to redo
 
 
 def _branching_loss(w):
