@@ -14,10 +14,10 @@ from framework.event_reader import read_scalars
 from tests.experiments import cli
 
 BANDIT = "gin_configs/reinforce/bandit.gin"
-BINDINGS = [
-    "Runner.num_steps = 600",
-    "Runner.checkpoint_interval = 100",
-    "Runner.eval_interval = 100",
+BINDINGS = [  # long enough that the kill half a second after the first checkpoint is mid-run
+    "Runner.num_steps = 6000",
+    "Runner.checkpoint_interval = 500",
+    "Runner.eval_interval = 500",
     "Runner.eval_episodes = 2",
     "Runner.log_interval = 20",
 ]
@@ -58,10 +58,11 @@ def _wait_until(condition, timeout: float = 60.0):
 def test_a_live_tensorboard_drops_what_the_killed_run_logged_after_its_checkpoint(tmp_path):
     run = tmp_path / "run"
     killed = cli.start(run, BANDIT, BINDINGS)
-    cli.kill_after_first_checkpoint(killed, run, delay=1.0)  # it logs on past the checkpoint
+    cli.kill_after_first_checkpoint(killed, run, delay=0.5)  # it logs on past the checkpoint
     port = _free_port()
     command = [sys.executable, "-m", "tensorboard.main", f"--logdir={tmp_path}"]
     command += [f"--port={port}", "--host=127.0.0.1", "--reload_interval=1"]
+    command += ["--samples_per_plugin=scalars=100000"]  # every point: a bandit ends 6000 episodes
     board = subprocess.Popen(
         command,
         stdout=subprocess.DEVNULL,
