@@ -2,6 +2,7 @@
 
 import json
 import re
+import signal
 import socket
 import subprocess
 import sys
@@ -10,11 +11,13 @@ import urllib.error
 import urllib.parse
 import urllib.request
 
+from framework.checkpointing import complete_steps
 from framework.event_reader import read_scalars
 from tests.experiments import cli
+from tests.experiments.cli import steps_of
 
 BANDIT = "gin_configs/reinforce/bandit.gin"
-BINDINGS = [  # long enough that the kill half a second after the first checkpoint is mid-run
+BINDINGS = [  # long enough to be killed mid-run however fast the machine
     "Runner.num_steps = 6000",
     "Runner.checkpoint_interval = 500",
     "Runner.eval_interval = 500",
@@ -55,10 +58,30 @@ def _wait_until(condition, timeout: float = 60.0):
     return condition()
 
 
+def _kill_once_it_logged_past_a_checkpoint(process: subprocess.Popen, run) -> None:
+    """SIGKILLs the run soon after its event files show a point past its newest checkpoint (a
+    fixed delay races the run's speed), well before the next checkpoint is due."""
+    deadline = time.monotonic() + 240
+    while time.monotonic() < deadline:
+        assert process.poll() is None, "the run ended before it logged past a checkpoint"
+        checkpoints = complete_steps(str(run / "checkpoints"))
+        scalars = read_scalars(run) if checkpoints else {}
+        if "train/episode_return" in scalars:
+            last = max(steps_of(scalars, "train/episode_return"))
+            if max(checkpoints) < last < max(checkpoints) + 200:  # the interval is 500
+                process.send_signal(signal.SIGKILL)
+                process.wait()
+                return
+        time.sleep(0.05)
+    raise AssertionError("the run never logged past a checkpoint")
+
+
 def test_a_live_tensorboard_drops_what_the_killed_run_logged_after_its_checkpoint(tmp_path):
     run = tmp_path / "run"
-    killed = cli.start(run, BANDIT, BINDINGS)
-    cli.kill_after_first_checkpoint(killed, run, delay=0.5)  # it logs on past the checkpoint
+    _kill_once_it_logged_past_a_checkpoint(cli.start(run, BANDIT, BINDINGS), run)
+    checkpointed = max(complete_steps(str(run / "checkpoints")))  # where the resume starts
+    logged = steps_of(read_scalars(run), "train/episode_return")
+    assert max(logged) > checkpointed, "the killed run wrote nothing past its last checkpoint"
     port = _free_port()
     command = [sys.executable, "-m", "tensorboard.main", f"--logdir={tmp_path}"]
     command += [f"--port={port}", "--host=127.0.0.1", "--reload_interval=1"]
@@ -69,8 +92,13 @@ def test_a_live_tensorboard_drops_what_the_killed_run_logged_after_its_checkpoin
         stderr=subprocess.DEVNULL,
     )
     try:
-        before = _wait_until(lambda: _points(port, "run/train", "train/episode_return"))
-        assert before, "TensorBoard never served the killed run"
+
+        def shows_the_killed_run():  # up to its last point, past the checkpoint
+            points = _points(port, "run/train", "train/episode_return")
+            return points if points and max(points)[0] == max(logged) else None
+
+        before = _wait_until(shows_the_killed_run)
+        assert before, "TensorBoard never served the killed run up to its last point"
         stderr = cli.finish(cli.start(run, BANDIT, BINDINGS))
         resumed_at = int(re.search(r"at environment step (\d+)", stderr).group(1))
         assert max(before)[0] > resumed_at  # TensorBoard had shown points that are superseded
