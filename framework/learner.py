@@ -173,7 +173,7 @@ class Learner(tf.Module):
             signature = [self._packing.spec]
         self.jit_compile = jit_compile
         # The learner's code calls tf.cond and tf.while_loop itself: tracing it without AutoGraph
-        # saves ~1.5 s of start-up. A loss with Python `if`/`for` over tensors gets a TensorFlow
+        # saves ~1 s of start-up. A loss with Python `if`/`for` over tensors gets a TensorFlow
         # error that says so; decorate it with `tf.function`, which converts it.
         # Under XLA a branch around each update costs ~20% of a 256x256 MLP step (its buffers
         # cannot fuse across it), so there a call of several steps is optimistic: every step
@@ -292,7 +292,8 @@ class Learner(tf.Module):
                     variable.assign(value)
                 return tf.constant(True)
 
-            tf.cond(totals["health"][2] > 0, roll_back, lambda: tf.constant(False))
+            nonfinite_steps = totals["health"][HEALTH_FIELDS.index("nonfinite_steps")]
+            tf.cond(nonfinite_steps > 0, roll_back, lambda: tf.constant(False))
         return metrics, tf.cast(health, tf.int64), published
 
     def _state_variables(self) -> list[tf.Variable]:
