@@ -210,7 +210,9 @@ class DDPGAgent(Agent):
         batches = self.replay.sample_stack(calls * self.gradient_steps, self.batch_size, self.rng)
         metrics, health = self.learner.run(batches)
         self._policy.refresh(self.learner.published)
-        metrics = {**metrics, "noise_scale": self.noise.scale, "replay_size": len(self.replay)}
+        metrics = metrics.with_values(
+            {"noise_scale": self.noise.scale, "replay_size": len(self.replay)}
+        )
         return metrics, Health.from_tensor(health)
 
     def _target_actions(self, next_observation: tf.Tensor) -> tf.Tensor:

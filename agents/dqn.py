@@ -154,7 +154,9 @@ class DQNAgent(Agent):
         batches = self.replay.sample_stack(calls * self.gradient_steps, self.batch_size, self.rng)
         metrics, health = self.learner.run(batches)
         self._q_values.refresh(self.learner.published)
-        metrics = {**metrics, "epsilon": self.epsilon(self.steps), "replay_size": len(self.replay)}
+        metrics = metrics.with_values(
+            {"epsilon": self.epsilon(self.steps), "replay_size": len(self.replay)}
+        )
         return metrics, Health.from_tensor(health)
 
     def _loss(self, batch):

@@ -10,7 +10,8 @@ count non-finite updates. Counters cross into their variables once per call, not
 step, and a stateless gradient processor runs outside the non-finite guard's branch: under XLA a
 variable write or a branch inside the loop costs more than a small step's arithmetic. For the
 same reason a call's inputs and outputs are few: the batch crosses in as one packed array
-(`framework/batch_packing.py`) and the acting copy's weights come back with the call.
+(`framework/batch_packing.py`), and the metrics and the acting copy's weights come back as one
+vector each (`framework/packed_outputs.py`).
 Asynchronous workers (A3C) use the same pipeline split in two halves:
 `compute_gradients` on a worker's copy, `apply_gradients` on the global learner.
 """
@@ -25,6 +26,7 @@ import numpy as np
 import tensorflow as tf
 
 from framework.batch_packing import PackedBatch
+from framework.packed_outputs import FlatLayout, PackedMetrics
 from framework.parts import optimizers  # also registers the Keras optimizers with gin
 from framework.parts.gradient_processors import GradientProcessor, Identity
 from framework.parts.target_updaters import NoUpdate, TargetUpdater
@@ -148,6 +150,14 @@ class Learner(tf.Module):
             rate if isinstance(rate, float) else None for rate in configured
         ]
         self._publish = list(publish)
+        not_float32 = [_name(v) for v in self._publish if v.dtype != tf.float32]
+        if not_float32:
+            raise ValueError(f"Learner: publish takes float32 variables only, got {not_float32}.")
+        self._published_layout = FlatLayout(
+            [str(i) for i in range(len(self._publish))], [v.shape for v in self._publish]
+        )
+        # The metrics' layout in the vector each kind of call returns, recorded when traced.
+        self._metric_layouts: dict[str, FlatLayout] = {}
         self._loss_state = list(loss_state)
         self.published: list[np.ndarray] | None = None  # `publish`'s values after the last run
         self.steps = tf.Variable(0, dtype=tf.int64, trainable=False, name="steps")
@@ -215,21 +225,24 @@ class Learner(tf.Module):
             if rate is not None:
                 group.optimizer.learning_rate = rate
 
-    def run(self, batches: Batch) -> tuple[Metrics, tf.Tensor]:
+    def run(self, batches: Batch) -> tuple[PackedMetrics, tf.Tensor]:
         """Runs `k` gradient steps, one per batch stacked on the leading axis of every array.
 
         Returns the metrics, per group averaged over the finite steps in which it ran (zero if
-        it ran in none), and the health vector (`Health.from_tensor`).
+        it ran in none), read into Python only when looked at, and the health vector
+        (`Health.from_tensor`).
         """
         optimistic = self._optimistic and len(tf.nest.flatten(batches)[0]) > 1
         metrics, health, published = self._call("run_optimistic" if optimistic else "run", batches)
         if optimistic and health.numpy()[HEALTH_FIELDS.index("nonfinite_steps")] > 0:
             # The optimistic pass rolled back: the same steps again, each one guarded.
             metrics, health, published = self._call("run", batches)
-        self.published = [value.numpy() for value in published]
-        return metrics, health
+        self.published = self._published_layout.split(published.numpy())
+        return PackedMetrics(metrics, self._metric_layouts["train"]), health
 
-    def compute_gradients(self, batches: Batch) -> tuple[Gradients, tf.Tensor, Metrics, tf.Tensor]:
+    def compute_gradients(
+        self, batches: Batch
+    ) -> tuple[Gradients, tf.Tensor, PackedMetrics, tf.Tensor]:
         """A worker's half: `k` steps up to the processors, on this learner's variables.
 
         Returns `(gradients, push_now, metrics, health)`: `push_now` is true when some group's
@@ -238,7 +251,8 @@ class Learner(tf.Module):
         releases within one call add up. Nothing is applied here, so the metrics have no
         learning rate or target updates: those are the global learner's.
         """
-        return self._call("compute", batches)
+        gradients, push_now, metrics, health = self._call("compute", batches)
+        return gradients, push_now, PackedMetrics(metrics, self._metric_layouts["compute"]), health
 
     def _call(self, name: str, batches: Batch):
         """With a batch spec, calls the traced function itself, traced on the first call:
@@ -275,7 +289,7 @@ class Learner(tf.Module):
 
     def _run_steps(
         self, batches: Batch, optimistic: bool
-    ) -> tuple[Metrics, tf.Tensor, list[tf.Tensor]]:
+    ) -> tuple[tf.Tensor, tf.Tensor, tf.Tensor]:
         state = self._state_variables() if optimistic else []
         saved = [tf.identity(v) for v in state]  # a copy that the steps below do not touch
         totals = self._steps(batches, train=True, optimistic=optimistic)
@@ -284,7 +298,8 @@ class Learner(tf.Module):
             if not isinstance(group.target_updater, NoUpdate):  # a count that is always 0
                 metrics[f"{group.prefix}target_updates"] = count.read_value()
         health = tf.stack([*totals["health"], self._nonfinite_variables()])
-        published = [tf.identity(v) for v in self._publish]
+        self._metric_layouts["train"], metrics = FlatLayout.flatten(metrics)
+        _, published = FlatLayout.flatten({str(i): v for i, v in enumerate(self._publish)})
         if optimistic:  # a non-finite step applied: everything back as it was before the call
 
             def roll_back():
@@ -306,14 +321,15 @@ class Learner(tf.Module):
             variables += group.optimizer.variables
         return list({id(v): v for v in variables}.values())
 
-    def _compute_steps(self, batches: Batch) -> tuple[Gradients, tf.Tensor, Metrics, tf.Tensor]:
+    def _compute_steps(self, batches: Batch) -> tuple[Gradients, tf.Tensor, tf.Tensor, tf.Tensor]:
         totals = self._steps(batches, train=False)
         gradients = [group["gradients"] for group in totals["groups"]]
         push_now = tf.add_n([group["applied"] for group in totals["groups"]]) > 0
         gradient_steps, _, nonfinite_steps, nonfinite_losses = totals["health"]
         health = [gradient_steps, 0.0, nonfinite_steps, nonfinite_losses]
         health = tf.stack([*health, self._nonfinite_variables()])
-        return gradients, push_now, self._averages(totals), tf.cast(health, tf.int64)
+        self._metric_layouts["compute"], metrics = FlatLayout.flatten(self._averages(totals))
+        return gradients, push_now, metrics, tf.cast(health, tf.int64)
 
     def _apply_gradients(self, gradients: Gradients) -> tf.Tensor:
         applied, nonfinite = [], []

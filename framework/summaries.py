@@ -50,9 +50,9 @@ class SummaryWriters:
             split: tf.summary.create_file_writer(directory)
             for split, directory in zip(SPLITS, self._directories, strict=True)
         }
-        # (split, tags) -> the steps and values held back, and the traced writer of such points
+        # (split, tags) -> the steps and values held back; split -> its traced writer
         self._pending: dict[tuple[str, tuple[str, ...]], list[tuple[int, list[float]]]] = {}
-        self._compiled: dict[tuple[str, tuple[str, ...]], Callable] = {}
+        self._compiled: dict[str, Callable] = {}
 
     def scalars(self, split: str, step: int, values: dict[str, float]) -> None:
         """Writes `values` at `step` now, after any points pending for `split`."""
@@ -69,11 +69,11 @@ class SummaryWriters:
             del self._pending[key]  # only once written: a failed write keeps them
 
     def _write(self, split: str, tags: tuple[str, ...], points: list[tuple[int, list]]) -> None:
-        if (split, tags) not in self._compiled:
-            self._compiled[split, tags] = _compiled_scalars(self._writers[split], tags)
+        if split not in self._compiled:
+            self._compiled[split] = _compiled_scalars(self._writers[split])
         steps = np.array([step for step, _ in points], np.int64)
         values = np.array([row for _, row in points], np.float32).reshape(len(points), len(tags))
-        self._compiled[split, tags](steps, values)
+        self._compiled[split](steps, np.array(tags, object), values)
 
     def histograms(self, step: int, variables: dict[str, tf.Variable]) -> None:
         with self._writers["train"].as_default(step=step):
@@ -118,20 +118,33 @@ class SummaryWriters:
                 writer.close()
 
 
-def _compiled_scalars(writer, tags: tuple[str, ...]) -> Callable:
-    """`(steps [P], values [P, len(tags)]) -> None`: writes P points of each tag in one call."""
+def _compiled_scalars(writer) -> Callable:
+    """`(steps [P], tags [T], values [P, T]) -> None`: writes P points of T tags in one call.
+
+    The tags are an argument, so that a split's writer is traced once, whatever it logs.
+    """
 
     # What `tf.summary.scalar` writes, without the name scope it would add inside the loop.
     metadata = scalar_metadata.create_summary_metadata(display_name=None, description=None)
 
-    def write(steps: tf.Tensor, values: tf.Tensor) -> None:
-        with writer.as_default():
-            for index in tf.range(tf.shape(steps)[0]):
-                for column, tag in enumerate(tags):
-                    tf.summary.write(tag, values[index, column], steps[index], metadata)
+    def write(steps: tf.Tensor, tags: tf.Tensor, values: tf.Tensor) -> None:
+        num_tags = tf.size(tags)
 
-    signature = [tf.TensorSpec([None], tf.int64), tf.TensorSpec([None, len(tags)], tf.float32)]
-    return tf.function(write, input_signature=signature).get_concrete_function()
+        def write_one(index):
+            point, column = index // num_tags, index % num_tags
+            tf.summary.write(tags[column], values[point, column], steps[point], metadata)
+            return index + 1
+
+        with writer.as_default():
+            tf.while_loop(lambda index: index < tf.size(values), write_one, [tf.constant(0)])
+
+    signature = [
+        tf.TensorSpec([None], tf.int64),
+        tf.TensorSpec([None], tf.string),
+        tf.TensorSpec([None, None], tf.float32),
+    ]
+    # Without AutoGraph: the loop is a tf.while_loop already, and tracing costs a third.
+    return tf.function(write, input_signature=signature, autograph=False).get_concrete_function()
 
 
 def set_aside_events(base_dir: str) -> None:

@@ -68,15 +68,15 @@ def test_critic_loss_by_hand():
     # Q'(s', a') = 2 * relu(3 + 1), 2 * relu(1 + 1) = [8, 4];
     # y = [1 + 0.5 * 8, 0 + 0 * 4] = [5, 0]; y - Q = [3.5, -1]; mean((y - Q)^2) = 13.25 / 2.
     np.testing.assert_allclose(loss.numpy(), 6.625, rtol=1e-6)
-    np.testing.assert_allclose(metrics["target_q"].numpy(), 2.5, rtol=1e-6)  # mean(5, 0)
-    np.testing.assert_allclose(metrics["mean_q"].numpy(), 1.25, rtol=1e-6)  # mean(1.5, 1)
+    np.testing.assert_allclose(metrics["target_q"], 2.5, rtol=1e-6)  # mean(5, 0)
+    np.testing.assert_allclose(metrics["mean_q"], 1.25, rtol=1e-6)  # mean(1.5, 1)
 
 
 def test_twin_critics_regress_on_the_minimum_of_the_target_critics():
     loss, metrics = _tiny_agent(num_critics=2)._critic_loss(_batch())
     # Q'_1(s', a') = [8, 4], Q'_2 = 1.5 * [4, 2] = [6, 3]: min [6, 3], y = [1 + 0.5 * 6, 0] =
     # [4, 0]. Both critics are Q = [1.5, 1]: each (2.5^2 + 1^2) / 2 = 3.625, summed 7.25.
-    np.testing.assert_allclose(metrics["target_q"].numpy(), 2.0, rtol=1e-6)
+    np.testing.assert_allclose(metrics["target_q"], 2.0, rtol=1e-6)
     np.testing.assert_allclose(loss.numpy(), 7.25, rtol=1e-6)
 
 
@@ -87,7 +87,7 @@ def test_actor_loss_and_its_gradient_by_hand():
         loss, metrics = agent._actor_loss(_batch())
     # mu(s) = 1: Q(s, mu(s)) = relu(1 + 1), relu(2 + 1) = [2, 3]; loss = -mean = -2.5.
     np.testing.assert_allclose(loss.numpy(), -2.5, rtol=1e-6)
-    np.testing.assert_allclose(metrics["mean_q"].numpy(), 2.5, rtol=1e-6)
+    np.testing.assert_allclose(metrics["mean_q"], 2.5, rtol=1e-6)
     # dL/db = -mean(dQ/da * dmu/db) = -(1 * 2 (1 - tanh(b)^2)) = -2 * 0.75 = -1.5 per row.
     np.testing.assert_allclose(tape.gradient(loss, bias).numpy(), [-1.5], rtol=1e-5)
 
@@ -120,7 +120,7 @@ def test_delayed_actor_and_targets_then_exactly_the_ema_step():
     critics = _weights(agent.critics)
     metrics, _ = agent.learner.run(_batch(stacked=True))
     # The critics' loss before their step, as worked out in the twin-critic test: 7.25.
-    np.testing.assert_allclose(metrics["critic/loss"].numpy(), 7.25, rtol=1e-6)
+    np.testing.assert_allclose(metrics["critic/loss"], 7.25, rtol=1e-6)
     assert not np.array_equal(_weights(agent.critics)[-2], critics[-2])  # the critics moved
     for now, before in zip(
         _weights([agent.actor, agent.target_actor, *agent.target_critics]),

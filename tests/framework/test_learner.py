@@ -52,8 +52,8 @@ def test_one_step_is_plain_sgd():
     metrics, health = _run(_linear_learner(w), _batches([X], [Y]))
     # residual w x - y = [1, 3]: loss = (1 + 9) / 2 = 5, grad = mean(2*1*1, 2*3*2) = 7.
     np.testing.assert_allclose(w.numpy(), 2.0 - 0.1 * 7.0, rtol=1e-6)
-    np.testing.assert_allclose(metrics["loss"].numpy(), 5.0, rtol=1e-6)
-    np.testing.assert_allclose(metrics["grad_norm"].numpy(), 7.0, rtol=1e-6)
+    np.testing.assert_allclose(metrics["loss"], 5.0, rtol=1e-6)
+    np.testing.assert_allclose(metrics["grad_norm"], 7.0, rtol=1e-6)
     assert health == Health(gradient_steps=1, applied_updates=1)
     assert "applied_updates" not in metrics and "nonfinite_steps" not in metrics
 
@@ -65,9 +65,9 @@ def test_k_stacked_batches_run_k_steps_and_average_metrics():
     # w: 2 -> 1.3 -> 0.95 -> 0.775 (see the module docstring).
     np.testing.assert_allclose(w.numpy(), 0.775, rtol=1e-6)
     # Losses: 5; residual [0.3, 1.6] -> 1.325; residual [-0.05, 0.9] -> 0.40625. Mean 2.24375.
-    np.testing.assert_allclose(metrics["loss"].numpy(), (5.0 + 1.325 + 0.40625) / 3, rtol=1e-5)
+    np.testing.assert_allclose(metrics["loss"], (5.0 + 1.325 + 0.40625) / 3, rtol=1e-5)
     # Grads 7, 3.5, 1.75 (grad = 5 w - 3): averaged, not summed.
-    np.testing.assert_allclose(metrics["grad_norm"].numpy(), (7.0 + 3.5 + 1.75) / 3, rtol=1e-5)
+    np.testing.assert_allclose(metrics["grad_norm"], (7.0 + 3.5 + 1.75) / 3, rtol=1e-5)
     assert health == Health(gradient_steps=3, applied_updates=3)  # counted, not averaged
     assert int(learner.applied_updates.numpy()) == 3
     assert int(learner.steps.numpy()) == 3
@@ -140,7 +140,7 @@ def test_good_step_after_nonfinite_one_still_applies():
     metrics, health = _run(_linear_learner(w), _batches([[np.nan, 2.0], X], [Y, Y]))
     # The NaN step is skipped; the second is the plain first step: 2 - 0.1 * 7.
     np.testing.assert_allclose(w.numpy(), 1.3, rtol=1e-6)
-    np.testing.assert_allclose(metrics["loss"].numpy(), 5.0, rtol=1e-6)  # the good step only
+    np.testing.assert_allclose(metrics["loss"], 5.0, rtol=1e-6)  # the good step only
     assert health.nonfinite_steps == 1
     assert health.applied_updates == 1
 
