@@ -251,6 +251,18 @@ class A3C:
         self.restored_step: int | None = None
         self.stop_requested: str | None = None  # a signal's name: stop after this push
         self.eval_returns: list[tuple[int, float]] = []
+        # What `experiments/benchmark.py` reports, as the runner has them.
+        self.checkpoint_cost: tuple[float, int] | None = None  # last save: (seconds, bytes)
+        self.resume_seconds: float | None = None
+        self.loop_seconds = 0.0  # the driver loop's wall-clock time in this start
+        self.seconds = dict.fromkeys(
+            ("workers", "global updates and syncs", "evaluation", "logging and checkpoints"), 0.0
+        )
+
+    def time_split(self) -> dict[str, float]:
+        """Where the driver's time went: waiting for the workers' rollouts and gradients, the
+        global learner's applies and the pulls, evaluation, and logging and checkpoints."""
+        return dict(self.seconds)
 
     # ----- checkpoints -------------------------------------------------------------------------
 
@@ -273,15 +285,17 @@ class A3C:
         start = time.perf_counter()
         size = self._store.save(self.state.env_steps, self._checkpoint_state())
         self.run_directory.record_checkpoint(self.state.env_steps)
+        self.checkpoint_cost = (time.perf_counter() - start, size)
         logging.info(
             "Checkpoint at step %d: %.1f ms, %.2f MB.",
             self.state.env_steps,
-            1000 * (time.perf_counter() - start),
+            1000 * self.checkpoint_cost[0],
             size / 1e6,
         )
 
     def restore(self, start_afresh: bool = False) -> int | None:
         """Restores the newest complete checkpoint; returns its step, or None."""
+        start = time.perf_counter()
         self._restore_attempted = True
         restored = self._store.restore_latest(self._checkpoint_state())
         if restored is None:
@@ -311,6 +325,7 @@ class A3C:
             ) from error
         self._store.tidy()
         self.restored_step = step
+        self.resume_seconds = time.perf_counter() - start
         logging.info("Resumed A3C from %s at environment step %d.", self._store.directory, step)
         return step
 
@@ -342,9 +357,11 @@ class A3C:
             logging.info("Learning rate (train/learning_rate): %s.", schedule.describe())
         texts = {**(texts or {}), "workers": "\n\n".join(map(str, self.worker_descriptions))}
         writers = self.run_directory.open_writers(self.restored_step, texts, hparams)
+        start = time.perf_counter()
         try:
             self._train(writers)
         finally:
+            self.loop_seconds = time.perf_counter() - start
             writers.close()
         return self.eval_returns
 
@@ -358,20 +375,31 @@ class A3C:
             if not self._workers_restored:  # fresh workers start from the global parameters
                 self._pull(index)
             self.backend.submit(index)
+        seconds = self.seconds
         while state.env_steps < self.num_steps and self.stop_requested is None:
+            start = time.perf_counter()
             index, result = self.backend.next_result()
+            seconds["workers"] += time.perf_counter() - start
             self._account(writers, index, result)
+            start = time.perf_counter()
             if result.pushed:
                 self._apply(index, result)
                 self._pull(index)
             self.backend.submit(index)
+            seconds["global updates and syncs"] += time.perf_counter() - start
             last = state.env_steps >= self.num_steps
+            start = time.perf_counter()
             if log.due(state.env_steps) or last:
                 self._log(writers, speed)
+            seconds["logging and checkpoints"] += time.perf_counter() - start
             if evaluation.due(state.env_steps) or last:
+                start = time.perf_counter()
                 self._evaluate_and_log(writers)
+                seconds["evaluation"] += time.perf_counter() - start
             if checkpoint.due(state.env_steps) or last:
+                start = time.perf_counter()
                 self._save(writers)
+                seconds["logging and checkpoints"] += time.perf_counter() - start
         if self.stop_requested is not None:
             start = time.perf_counter()
             if state.last_checkpoint_step != state.env_steps:
