@@ -167,10 +167,27 @@ class A2CAgent(Agent):
         self.learner.restored()
         self.weights_changed()
 
+    # ----- what an A3C worker and driver use (see agents/a3c.py) --------------------------
+
+    @property
+    def shared_variables(self) -> list[tf.Variable]:
+        """What a worker pulls from the global agent."""
+        return self.network.weights
+
+    def networks(self) -> dict[str, keras.Model]:
+        return {"network": self.network}
+
     def weights_changed(self) -> None:
         """Call after changing the network's weights from outside (an A3C worker's pull):
         acting reads a numpy copy of them."""
         self._forward.refresh()
+
+    def describe(self) -> dict:
+        return {
+            "n_steps": self.rollout.n_steps,
+            "gamma": self.loss.gamma,
+            "entropy_coef": self.loss.policy_loss.entropy_coef,
+        }
 
     def diagnostics(self, observation: np.ndarray) -> dict[str, float]:
         probs = exploration.softmax(self._forward.logits(observation[None]))[0]

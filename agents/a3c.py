@@ -1,9 +1,14 @@
-"""A3C: A2C's losses learned by asynchronous workers (Mnih et al., 2016).
+"""A3C: A2C's losses learned by asynchronous workers (Mnih et al., 2016); with
+`A3C.agent = @NStepQAgent`, asynchronous n-step Q-learning on the same workers.
 
 A worker is a local copy of the networks (an `A2CAgent`: its network, `ActorCriticLoss`,
 rollout and a learner whose gradient processor decides when to push, e.g. `Accumulate(k)`)
-with its own vector environment. `work()` runs n-step rollouts and `compute_gradients` on
-each until the processor releases their (summed, maybe clipped) gradients: that is one push.
+with its own vector environment. Any agent with a `Rollout` (`rollout`), a `learner`, the
+variables a worker pulls (`shared_variables`), its `networks()`, `weights_changed()` and
+`describe()` serves: `NStepQAgent` pulls its target network too, which the global learner's
+target updater moves as pushes are applied. `work()` runs n-step rollouts and
+`compute_gradients` on each until the processor releases their (summed, maybe clipped)
+gradients: that is one push.
 The driver, `A3C`, applies each push to the global networks with the global optimizer
 (`apply_gradients`, the same non-finite guard as every update), then the worker copies the
 global parameters back (`copy_variables`) before its next rollout. Staleness is the number of
@@ -18,7 +23,7 @@ bitwise, and nor does a resumed one match an uninterrupted one.
 The driver keeps the runner's conventions (one run folder through `RunDirectory`, checkpoints
 through its store, `train/` and `eval/` event files, counts in environment transitions summed
 over every worker's sub-environments) in a small loop of its own, since the runner's steps one
-environment. A checkpoint holds the global network, the global learner (optimizer slots,
+environment. A checkpoint holds the global networks, the global learner (optimizer slots,
 counters) and the driver's counters; with `RoundRobin` also every worker (local network,
 accumulated gradients, rollout, environments, generators), so its resume is exact. An
 asynchronous run resumes with fresh workers that pull the restored global parameters.
@@ -37,11 +42,12 @@ import tensorflow as tf
 from absl import logging
 
 from agents.a2c import A2CAgent
+from agents.nstep_q import NStepQAgent
 from framework import async_workers, evaluation
 from framework.checkpointing import CheckpointError
 from framework.learner import Health, copy_variables
 from framework.loop import EnvironmentLoop, make_vector_env
-from framework.parts import networks, optimizers
+from framework.parts import optimizers
 from framework.parts.environments import make_env
 from framework.parts.gradient_processors import Identity
 from framework.run_directory import RunDirectory
@@ -57,14 +63,22 @@ from framework.validation import require_positive
 
 
 class A3CWorker:
-    """One worker: an `A2CAgent` as the local copy, stepping its own vector environment."""
+    """One worker: an agent (`A2CAgent`, `NStepQAgent`) as the local copy, stepping its own
+    vector environment."""
 
-    def __init__(self, index: int, seed: int, env_factory: Callable[[], gym.Env], num_envs: int):
+    def __init__(
+        self,
+        index: int,
+        seed: int,
+        env_factory: Callable[[], gym.Env],
+        num_envs: int,
+        agent: Callable[..., A2CAgent | NStepQAgent] = A2CAgent,
+    ):
         self.index = index
         agent_seed, env_seed = derived_seeds(seed, 2)
         envs = make_vector_env(env_factory, num_envs)
         # The local learner only computes gradients; the global optimizer applies them.
-        self.agent = A2CAgent(
+        self.agent = agent(
             envs.single_observation_space,
             envs.single_action_space,
             agent_seed,
@@ -73,7 +87,7 @@ class A3CWorker:
         self.loop = EnvironmentLoop(envs, self.agent)
         self.loop.reset(env_seed)
         self._env_seed = env_seed
-        local = self.agent.network.weights
+        local = self.agent.shared_variables
         self._copy_values = tf.function(lambda values: copy_variables(values, local))
         self._copy_variables = None  # compiled on the first pull from variables in this process
 
@@ -111,7 +125,7 @@ class A3CWorker:
         source = list(source)
         if isinstance(source[0], tf.Variable):
             if self._copy_variables is None:  # captured, not passed: ~10x cheaper per call
-                local = self.agent.network.weights
+                local = self.agent.shared_variables
                 self._copy_variables = tf.function(lambda: copy_variables(source, local))
             self._copy_variables()
         else:
@@ -125,9 +139,7 @@ class A3CWorker:
         return {
             "worker": self.index,
             "num_envs": self.loop.num_envs,
-            "n_steps": self.agent.rollout.n_steps,
-            "gamma": self.agent.loss.gamma,
-            "entropy_coef": self.agent.loss.policy_loss.entropy_coef,
+            **self.agent.describe(),
             "gradient_processor": _describe_processor(processor),
         }
 
@@ -180,6 +192,8 @@ class A3C:
       base_dir: the run's folder; starting again on the same folder resumes.
       env_factory: one (sub-)environment; each worker steps `envs_per_worker` of them, and
         evaluation its own.
+      agent: the workers' and the global agent's class: `A2CAgent` (A3C) or `NStepQAgent`
+        (asynchronous n-step Q-learning).
       backend: where the workers run (`framework/async_workers.py`): `Threads`, `Processes`,
         `RayActors`, or `RoundRobin` (deterministic).
       optimizer: the global optimizer, which applies every push (default: RMSprop(7e-4)).
@@ -190,6 +204,7 @@ class A3C:
         self,
         base_dir: str,
         env_factory: Callable[[], gym.Env] = make_env,
+        agent: Callable[..., A2CAgent | NStepQAgent] = A2CAgent,
         num_workers: int = 2,
         envs_per_worker: int = 1,
         backend: Callable[..., object] = async_workers.Threads,
@@ -222,7 +237,7 @@ class A3C:
         global_seed, self._eval_seed, *worker_seeds = derived_seeds(seed, 2 + num_workers)
         self.eval_env = env_factory()
         schedules_before = len(optimizers.schedules_built())
-        self.global_agent = A2CAgent(  # the global networks; only their learner's apply runs
+        self.global_agent = agent(  # the global networks; only their learner's apply runs
             self.eval_env.observation_space,
             self.eval_env.action_space,
             global_seed,
@@ -232,10 +247,9 @@ class A3C:
         self.schedules = optimizers.schedules_built()[schedules_before:]
         self._environment_steps = optimizers.environment_steps()  # read by schedules, or None
         self.learner = self.global_agent.learner
-        self.global_variables = self.global_agent.network.weights
-        self._forward = networks.actor_critic_forward(self.global_agent.network)
+        self.global_variables = self.global_agent.shared_variables
         arguments = [
-            (index, worker_seed, env_factory, envs_per_worker)
+            (index, worker_seed, env_factory, envs_per_worker, agent)
             for index, worker_seed in enumerate(worker_seeds)
         ]
         # Remote workers get the whole parsed config, the command line's bindings included.
@@ -270,7 +284,7 @@ class A3C:
         state = {
             "a3c": dataclasses.asdict(self.state),
             "interval": json.dumps(self._interval),  # what the next log averages
-            "network": self.global_agent.network,
+            **self.global_agent.networks(),
             "learner": self.learner,
             "rngs": {"global": global_rng_states()},
         }
@@ -333,10 +347,10 @@ class A3C:
 
     def evaluate(self) -> evaluation.Evaluation:
         """The global policy's greedy return, seeded by the step."""
-        self._forward.refresh()
+        self.global_agent.weights_changed()
         return evaluation.evaluate(
             self.eval_env,
-            lambda observation: int(np.argmax(self._forward.logits(observation[None])[0])),
+            lambda observation: int(self.global_agent.act(observation[None], explore=False)[0]),
             self.eval_episodes,
             self._eval_seed,
             self.state.env_steps,

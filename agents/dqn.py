@@ -24,7 +24,7 @@ import tensorflow as tf
 from framework.agent import Agent, Metrics, State, VectorStep, training_calls_due
 from framework.learner import Health, Learner, UpdateGroup
 from framework.parts import networks
-from framework.parts.exploration import LinearSchedule
+from framework.parts.exploration import LinearSchedule, epsilon_greedy, q_value_diagnostics
 from framework.parts.gradient_processors import GradientProcessor
 from framework.parts.losses import TDHuberLoss
 from framework.parts.replay import UniformReplay
@@ -129,13 +129,7 @@ class DQNAgent(Agent):
         epsilon, rng = (
             (self.epsilon(self.steps), self.rng) if explore else (self.eval_epsilon, self.eval_rng)
         )
-        if epsilon <= 0:
-            return greedy
-        explores = rng.random(len(greedy)) < epsilon  # [N]
-        count = np.count_nonzero(explores)
-        if count:  # random actions drawn only for the sub-environments that explore
-            greedy[explores] = rng.integers(self.num_actions, size=count)
-        return greedy
+        return epsilon_greedy(greedy, epsilon, self.num_actions, rng)
 
     def observe(self, step: VectorStep) -> None:
         self.replay.add(step)
@@ -190,11 +184,7 @@ class DQNAgent(Agent):
         self._q_values.refresh()
 
     def diagnostics(self, observation: np.ndarray) -> dict[str, float]:
-        q_values = self._q_values(observation[None])[0]
-        metrics = {"policy/max_q": float(q_values.max())}
-        if self.num_actions <= 16:
-            metrics.update({f"policy/q_{i}": float(q) for i, q in enumerate(q_values)})
-        return metrics
+        return q_value_diagnostics(self._q_values(observation[None])[0])
 
     def histogram_variables(self) -> dict[str, tf.Variable]:
         return {v.path: v for v in self.online.weights}

@@ -26,6 +26,28 @@ def sample_softmax(logits: np.ndarray, rng: np.random.Generator) -> np.ndarray:
     return np.minimum((cumulative < draws).sum(axis=-1), logits.shape[-1] - 1)
 
 
+def epsilon_greedy(
+    greedy: np.ndarray, epsilon: float, num_actions: int, rng: np.random.Generator
+) -> np.ndarray:
+    """`greedy` [N], each action replaced by a uniform one with probability `epsilon`; random
+    actions are drawn only for the sub-environments that explore (none when epsilon <= 0)."""
+    if epsilon <= 0:
+        return greedy
+    explores = rng.random(len(greedy)) < epsilon  # [N]
+    count = np.count_nonzero(explores)
+    if count:
+        greedy[explores] = rng.integers(num_actions, size=count)
+    return greedy
+
+
+def q_value_diagnostics(q_values: np.ndarray) -> dict[str, float]:
+    """The greedy value at one observation, and each action's for small action sets."""
+    metrics = {"policy/max_q": float(q_values.max())}
+    if len(q_values) <= 16:
+        metrics.update({f"policy/q_{i}": float(q) for i, q in enumerate(q_values)})
+    return metrics
+
+
 @gin.configurable
 class LinearSchedule:
     """Linear interpolation from `start` to `end` over `duration` steps, then constant.

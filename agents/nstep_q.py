@@ -1,0 +1,187 @@
+"""n-step Q-learning over on-policy rollouts (Mnih et al., 2016, Algorithm S2): the agent of
+asynchronous n-step Q-learning (`A3C.agent = @NStepQAgent`), and a synchronous one over a
+vector environment under the runner.
+
+Acting: epsilon-greedy on the online network, from numpy for small nets. Each agent (each A3C
+worker) draws its own final epsilon from `final_epsilons` with `final_epsilon_probs` (the
+paper's 0.1, 0.01, 0.5 with 0.4, 0.3, 0.3) and anneals to it linearly from 1 over
+`epsilon_duration` of its own transitions (an asynchronous run resumes with fresh workers,
+whose epsilon anneals again).
+Learning: every `n_steps` vector steps the rollout `[T, N]` goes to the learner in one call:
+
+    G_t = r_t + gamma r_{t+1} + ... + gamma^k max_a Q_target(s'_{t+k-1}, a),
+
+cut at every termination and bootstrapped from the target network where an episode was
+truncated or the rollout ends (`NStepReturns`), and `loss(Q(s_t, a_t), G_t)` is minimised. The
+target network follows `target_updater`: under A3C that is the global learner's, counting
+applied pushes.
+"""
+
+from collections.abc import Callable, Sequence
+
+import gin
+import gymnasium as gym
+import keras
+import numpy as np
+import tensorflow as tf
+
+from framework.agent import Agent, Metrics, State, VectorStep
+from framework.learner import Batch, Health, Learner, UpdateGroup
+from framework.parts import networks
+from framework.parts.exploration import LinearSchedule, epsilon_greedy, q_value_diagnostics
+from framework.parts.gradient_processors import GradientProcessor
+from framework.parts.losses import TDHuberLoss
+from framework.parts.returns import NStepReturns, Rollout
+from framework.parts.target_updaters import HardUpdate, TargetUpdater
+from framework.validation import (
+    require_box_observations,
+    require_discrete,
+    require_positive,
+    require_unit_interval,
+)
+
+
+@gin.configurable
+class NStepQAgent(Agent):
+    def __init__(
+        self,
+        observation_space: gym.Space,
+        action_space: gym.Space,
+        seed: int,
+        network: Callable[..., keras.Model] = networks.mlp,
+        loss: Callable | None = None,
+        optimizer: keras.optimizers.Optimizer | None = None,
+        gradient_processor: GradientProcessor | None = None,
+        target_updater: TargetUpdater | None = None,
+        gamma: float = 0.99,
+        n_steps: int = 5,
+        epsilon_duration: int = 10_000,
+        final_epsilons: Sequence[float] = (0.1, 0.01, 0.5),
+        final_epsilon_probs: Sequence[float] = (0.4, 0.3, 0.3),
+    ):
+        super().__init__(observation_space, action_space, seed)
+        require_positive(self, n_steps=n_steps, epsilon_duration=epsilon_duration)
+        require_unit_interval(self, gamma=gamma)
+        if len(final_epsilons) != len(final_epsilon_probs) or not np.isclose(
+            sum(final_epsilon_probs), 1.0
+        ):
+            raise ValueError(
+                f"NStepQAgent.final_epsilon_probs {tuple(final_epsilon_probs)} must give one "
+                f"probability per final epsilon {tuple(final_epsilons)}, summing to 1."
+            )
+        self.num_actions = require_discrete(self, action_space)
+        require_box_observations(self, observation_space)
+        self.gamma = gamma
+        self.loss = loss or TDHuberLoss()
+        shape = observation_space.shape
+        self.online = network(shape, self.num_actions)
+        self.target = network(shape, self.num_actions)
+        self.target.set_weights(self.online.get_weights())
+        final_epsilon = float(self.rng.choice(final_epsilons, p=final_epsilon_probs))
+        self.epsilon = LinearSchedule(1.0, final_epsilon, epsilon_duration)
+        self.rollout = Rollout(n_steps, observation_space)
+        self._q_values = networks.acting_forward(self.online)
+        self.learner = Learner(
+            UpdateGroup(
+                self._loss,
+                self.online.trainable_variables,
+                optimizer or keras.optimizers.RMSprop(7e-4, rho=0.99, epsilon=1e-5),
+                gradient_processor,
+                target_updater or HardUpdate(),
+                online_variables=self.online.weights,
+                target_variables=self.target.weights,
+            ),
+            batch_spec=self.rollout.spec(),  # one trace for the whole run
+            publish=self._q_values.variables,
+        )
+        self.steps = 0  # transitions observed: drives epsilon
+
+    def _loss(self, batch: Batch) -> tuple[tf.Tensor, Metrics]:
+        rows = tf.shape(batch["reward"])  # [T, N]
+        size = tf.size(batch["reward"])
+
+        def flat(x):  # [T, N, ...] -> [T * N, ...]
+            return tf.reshape(x, tf.concat([[size], tf.shape(x)[2:]], 0))
+
+        q_values = self.online(flat(batch["observation"]))  # [TN, A]
+        actions = tf.cast(flat(batch["action"]), tf.int32)
+        q_selected = tf.gather(q_values, actions, axis=-1, batch_dims=1)  # [TN]
+        next_q = tf.reduce_max(self.target(flat(batch["next_observation"])), axis=-1)  # [TN]
+        returns, _ = NStepReturns()(
+            batch["reward"],
+            tf.reshape(q_selected, rows),
+            tf.reshape(next_q, rows),
+            batch["terminated"],
+            batch["truncated"],
+            self.gamma,
+        )  # [T, N], no gradient
+        return self.loss(q_selected, tf.reshape(returns, [-1]))
+
+    def act(self, observations: np.ndarray, explore: bool) -> np.ndarray:
+        greedy = np.argmax(self._q_values(observations), axis=-1)  # [N]
+        if not explore:
+            return greedy
+        return epsilon_greedy(greedy, self.epsilon(self.steps), self.num_actions, self.rng)
+
+    def observe(self, step: VectorStep) -> None:
+        self.rollout.add(step)
+        self.steps += step.num_envs
+
+    def interrupt_episodes(self) -> None:
+        self.rollout.end_episodes()
+
+    def update(self) -> tuple[Metrics, Health]:
+        if not self.rollout.full:
+            return {}, Health()
+        batch = {name: array[None] for name, array in self.rollout.take().items()}
+        metrics, health = self.learner.run(batch)
+        self._q_values.refresh(self.learner.published)
+        return metrics.with_values({"epsilon": self.epsilon(self.steps)}), Health.from_tensor(
+            health
+        )
+
+    # ----- what an A3C worker and driver use (see agents/a3c.py) --------------------------
+
+    @property
+    def shared_variables(self) -> list[tf.Variable]:
+        """What a worker pulls from the global agent: the online and the target network."""
+        return [*self.online.weights, *self.target.weights]
+
+    def networks(self) -> dict[str, keras.Model]:
+        return {"online": self.online, "target": self.target}
+
+    def weights_changed(self) -> None:
+        """Call after changing the online weights from outside (a pull, a restore)."""
+        self._q_values.refresh()
+
+    def describe(self) -> dict:
+        return {
+            "n_steps": self.rollout.n_steps,
+            "gamma": self.gamma,
+            "final_epsilon": self.epsilon.end,
+        }
+
+    # ----- checkpoints and logs -------------------------------------------------------------
+
+    def state(self) -> State:
+        return {
+            **super().state(),
+            "steps": self.steps,
+            "online": self.online,
+            "target": self.target,
+            "learner": self.learner,
+            "rollout": self.rollout.state(),
+        }
+
+    def load_state(self, state: State) -> None:
+        super().load_state(state)
+        self.steps = state["steps"]
+        self.rollout.load_state(state["rollout"])
+        self.learner.restored()
+        self.weights_changed()
+
+    def diagnostics(self, observation: np.ndarray) -> dict[str, float]:
+        return q_value_diagnostics(self._q_values(observation[None])[0])
+
+    def histogram_variables(self) -> dict[str, tf.Variable]:
+        return {v.path: v for v in self.online.weights}

@@ -1,0 +1,136 @@
+"""n-step Q-learning: the loss against returns worked out step by step (cut at terminations,
+bootstrapped from the target network where truncated and at the rollout's end), no gradient
+into the target network, each worker's final epsilon, and asynchronous n-step Q-learning on
+A3C's workers: pulls bring the target network too, and the global learner moves it."""
+
+import gin
+import gymnasium as gym
+import numpy as np
+import pytest
+import tensorflow as tf
+
+import experiments
+from agents.a3c import A3C
+from agents.nstep_q import NStepQAgent
+from framework import config
+from framework.parts.losses import TDMSELoss
+
+CONFIG = "gin_configs/a3c/cartpole_nstep_q.gin"
+OBSERVATIONS = gym.spaces.Box(-1.0, 1.0, (3,), np.float32)
+
+
+def _agent(**kwargs) -> NStepQAgent:
+    gin.clear_config()
+    return NStepQAgent(OBSERVATIONS, gym.spaces.Discrete(2), seed=0, **kwargs)
+
+
+def _rollout(rng, steps=4, envs=2) -> dict[str, np.ndarray]:
+    """Env 0 terminates at t=1 and is truncated at t=3 (its last row); env 1 runs on."""
+    terminated = np.zeros((steps, envs), np.float32)
+    truncated = np.zeros((steps, envs), np.float32)
+    terminated[1, 0], truncated[3, 0] = 1.0, 1.0
+    return {
+        "observation": rng.normal(size=(steps, envs, 3)).astype(np.float32),
+        "action": rng.integers(2, size=(steps, envs)).astype(np.int32),
+        "reward": rng.normal(size=(steps, envs)).astype(np.float32),
+        "next_observation": rng.normal(size=(steps, envs, 3)).astype(np.float32),
+        "terminated": terminated,
+        "truncated": truncated,
+    }
+
+
+def test_loss_against_n_step_returns_worked_out_step_by_step():
+    agent = _agent(loss=TDMSELoss(), gamma=0.9)
+    # A target network unlike the online one: the bootstrap must read the target's.
+    agent.target.set_weights([w + 0.5 for w in agent.online.get_weights()])
+    batch = _rollout(np.random.default_rng(3))
+    steps, envs = batch["reward"].shape
+    q = agent.online(batch["observation"].reshape(-1, 3)).numpy().reshape(steps, envs, 2)
+    next_q = agent.target(batch["next_observation"].reshape(-1, 3)).numpy().max(-1)
+    next_q = next_q.reshape(steps, envs)
+    expected = []
+    for env in range(envs):
+        returns = [0.0] * steps
+        for t in reversed(range(steps)):
+            reward = batch["reward"][t, env]
+            if batch["terminated"][t, env]:
+                returns[t] = reward
+            elif batch["truncated"][t, env] or t == steps - 1:
+                returns[t] = reward + 0.9 * next_q[t, env]
+            else:
+                returns[t] = reward + 0.9 * returns[t + 1]
+        for t in range(steps):
+            expected.append((returns[t] - q[t, env, batch["action"][t, env]]) ** 2)
+    loss, _ = agent._loss({name: tf.constant(value) for name, value in batch.items()})
+    np.testing.assert_allclose(loss.numpy(), np.mean(expected), rtol=1e-5)
+
+
+def test_no_gradient_reaches_the_target_network():
+    agent = _agent()
+    batch = {k: tf.constant(v) for k, v in _rollout(np.random.default_rng(0)).items()}
+    with tf.GradientTape(persistent=True) as tape:
+        loss, _ = agent._loss(batch)
+    assert all(g is None for g in tape.gradient(loss, agent.target.trainable_variables))
+    online = tape.gradient(loss, agent.online.trainable_variables)
+    assert all(g is not None and np.any(g.numpy() != 0) for g in online)
+
+
+def test_each_agent_draws_its_final_epsilon_and_anneals_to_it():
+    finals = {
+        NStepQAgent(OBSERVATIONS, gym.spaces.Discrete(2), seed=s, epsilon_duration=100).epsilon.end
+        for s in range(12)
+    }
+    assert finals == {0.1, 0.01, 0.5}
+    agent = _agent(epsilon_duration=100, final_epsilons=(0.2,), final_epsilon_probs=(1.0,))
+    assert agent.epsilon(0) == 1.0 and agent.epsilon(50) == pytest.approx(0.6)
+    assert agent.epsilon(1000) == pytest.approx(0.2)
+    with pytest.raises(ValueError, match="final_epsilon_probs"):
+        _agent(final_epsilons=(0.1, 0.2), final_epsilon_probs=(1.0,))
+
+
+def _a3c(base_dir, bindings=()) -> A3C:
+    gin.clear_config()
+    config.parse(
+        [CONFIG],
+        [
+            "A3C.backend = @RoundRobin",
+            "A3C.log_interval = 100",
+            *bindings,
+        ],
+    )
+    return A3C(str(base_dir))
+
+
+def test_a_pull_brings_online_and_target_and_the_global_learner_moves_the_target(tmp_path):
+    a3c = _a3c(tmp_path, ["HardUpdate.period = 3"])
+    global_agent, worker = a3c.global_agent, a3c.backend.workers[1]
+    initial_target = [w.numpy() for w in global_agent.target.weights]
+    for push in range(1, 4):
+        a3c._pull(1)
+        a3c._apply(1, worker.work())
+        moved = any(
+            not np.array_equal(w.numpy(), v)
+            for w, v in zip(global_agent.target.weights, initial_target, strict=True)
+        )
+        assert moved == (push == 3)  # copied from the online network at the 3rd push only
+    for online, target in zip(
+        global_agent.online.weights, global_agent.target.weights, strict=True
+    ):
+        np.testing.assert_array_equal(online.numpy(), target.numpy())
+    a3c._pull(1)
+    for local, shared in zip(
+        worker.agent.shared_variables, global_agent.shared_variables, strict=True
+    ):
+        np.testing.assert_array_equal(local.numpy(), shared.numpy())
+    a3c.close()
+
+
+def test_asynchronous_n_step_q_learning_improves_on_cartpole(tmp_path):
+    bindings = ["A3C.num_steps = 40000", "A3C.eval_interval = 5000", "A3C.eval_episodes = 3"]
+    runner = experiments.run(experiments.PreparedRun(_a3c(tmp_path, bindings), "test")).runner
+    # A uniformly random policy averages ~22 steps on CartPole-v1 (its greedy one about 10).
+    assert max(value for _, value in runner.eval_returns) > 150, runner.eval_returns
+
+
+def test_config_builds_and_every_binding_is_used(tmp_path):
+    experiments.build([CONFIG], base_dir=str(tmp_path), strict=True).runner.close()
