@@ -143,7 +143,7 @@ def _compiled_scalars(writer) -> Callable:
         tf.TensorSpec([None], tf.string),
         tf.TensorSpec([None, None], tf.float32),
     ]
-    # Without AutoGraph: the loop is a tf.while_loop already, and tracing costs a third.
+    # Without AutoGraph, whose conversion costs more tracing time: the loop is a while_loop.
     return tf.function(write, input_signature=signature, autograph=False).get_concrete_function()
 
 

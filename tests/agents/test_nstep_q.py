@@ -125,6 +125,26 @@ def test_a_pull_brings_online_and_target_and_the_global_learner_moves_the_target
     a3c.close()
 
 
+def test_round_robin_resume_is_exact_for_online_target_optimizer_and_workers(tmp_path):
+    def train(folder, num_steps):
+        bindings = [f"A3C.num_steps = {num_steps}", "HardUpdate.period = 2"]
+        return experiments.run(experiments.PreparedRun(_a3c(folder, bindings), "test")).runner
+
+    whole = train(tmp_path / "whole", 1200)
+    train(tmp_path / "resumed", 560)  # stops mid-way, with a checkpoint at 560
+    resumed = train(tmp_path / "resumed", 1200)
+    assert resumed.restored_step == 560 and whole.state.global_updates == 1200 // 20
+    for a, b in zip(
+        whole.global_agent.shared_variables, resumed.global_agent.shared_variables, strict=True
+    ):
+        np.testing.assert_array_equal(a.numpy(), b.numpy())  # online and target networks
+    optimizers = [run.learner.groups[0].optimizer.variables for run in (whole, resumed)]
+    for a, b in zip(*optimizers, strict=True):
+        np.testing.assert_array_equal(a.numpy(), b.numpy())
+    for a, b in zip(whole.backend.workers, resumed.backend.workers, strict=True):
+        assert a.agent.steps == b.agent.steps  # each worker's epsilon schedule, restored
+
+
 def test_asynchronous_n_step_q_learning_improves_on_cartpole(tmp_path):
     bindings = ["A3C.num_steps = 40000", "A3C.eval_interval = 5000", "A3C.eval_episodes = 3"]
     runner = experiments.run(experiments.PreparedRun(_a3c(tmp_path, bindings), "test")).runner
