@@ -154,3 +154,18 @@ def test_asynchronous_n_step_q_learning_improves_on_cartpole(tmp_path):
 
 def test_config_builds_and_every_binding_is_used(tmp_path):
     experiments.build([CONFIG], base_dir=str(tmp_path), strict=True).runner.close()
+
+
+def test_the_runner_trains_it_synchronously_over_a_vector_env(tmp_path):
+    bindings = [
+        "Runner.agent = @NStepQAgent",
+        "Runner.env_factory = @make_env",
+        "make_env.env_id = 'CartPole-v1'",
+        "Runner.num_envs = 8",
+        "Runner.num_steps = 2000",
+        "Runner.eval_interval = 2000",
+        "Runner.eval_episodes = 1",
+    ]
+    result = experiments.train(["gin_configs/dqn/cartpole.gin"], bindings, str(tmp_path), 0)
+    assert result.runner.state.gradient_steps == 2000 // (8 * 5)  # one per 5-step rollout
+    assert [step for step, _ in result.eval_returns] == [2000]
