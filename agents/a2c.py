@@ -21,8 +21,9 @@ import keras
 import numpy as np
 import tensorflow as tf
 
-from framework.agent import Agent, Metrics, State, VectorStep
-from framework.learner import Batch, Health, Learner, UpdateGroup
+from agents.on_policy import RolloutAgent
+from framework.agent import Metrics, State
+from framework.learner import Batch, Learner, UpdateGroup
 from framework.parts import exploration, networks
 from framework.parts.gradient_processors import GradientProcessor
 from framework.parts.losses import PolicyGradientLoss, TDMSELoss
@@ -88,7 +89,7 @@ class ActorCriticLoss:
 
 
 @gin.configurable
-class A2CAgent(Agent):
+class A2CAgent(RolloutAgent):
     def __init__(
         self,
         observation_space: gym.Space,
@@ -120,7 +121,7 @@ class A2CAgent(Agent):
             gamma,
         )
         self.rollout = Rollout(n_steps, observation_space)
-        self._forward = networks.actor_critic_forward(self.network)
+        self.acting = networks.actor_critic_forward(self.network)
         self.learner = Learner(
             UpdateGroup(
                 self.loss,
@@ -129,43 +130,17 @@ class A2CAgent(Agent):
                 gradient_processor,
             ),
             batch_spec=self.rollout.spec(),  # one trace for the whole run
-            publish=self._forward.variables,
+            publish=self.acting.variables,
         )
 
     def act(self, observations: np.ndarray, explore: bool) -> np.ndarray:
-        logits = self._forward.logits(observations)  # [N, A]
+        logits = self.acting.logits(observations)  # [N, A]
         if not explore:
             return np.argmax(logits, axis=-1)
         return exploration.sample_softmax(logits, self.rng)
 
-    def observe(self, step: VectorStep) -> None:
-        self.rollout.add(step)
-
-    def interrupt_episodes(self) -> None:
-        self.rollout.end_episodes()
-
-    def update(self) -> tuple[Metrics, Health]:
-        if not self.rollout.full:
-            return {}, Health()
-        batch = {name: array[None] for name, array in self.rollout.take().items()}
-        metrics, health = self.learner.run(batch)
-        self._forward.refresh(self.learner.published)
-        return metrics, Health.from_tensor(health)
-
     def state(self) -> State:
-        """The rollout in progress is part of the state: a checkpoint falls anywhere in it."""
-        return {
-            **super().state(),
-            "network": self.network,
-            "learner": self.learner,
-            "rollout": self.rollout.state(),
-        }
-
-    def load_state(self, state: State) -> None:
-        super().load_state(state)
-        self.rollout.load_state(state["rollout"])
-        self.learner.restored()
-        self.weights_changed()
+        return {**super().state(), "network": self.network}
 
     # ----- what an A3C worker and driver use (see agents/a3c.py) --------------------------
 
@@ -177,11 +152,6 @@ class A2CAgent(Agent):
     def networks(self) -> dict[str, keras.Model]:
         return {"network": self.network}
 
-    def weights_changed(self) -> None:
-        """Call after changing the network's weights from outside (an A3C worker's pull):
-        acting reads a numpy copy of them."""
-        self._forward.refresh()
-
     def describe(self) -> dict:
         return {
             "n_steps": self.rollout.n_steps,
@@ -190,10 +160,10 @@ class A2CAgent(Agent):
         }
 
     def diagnostics(self, observation: np.ndarray) -> dict[str, float]:
-        probs = exploration.softmax(self._forward.logits(observation[None]))[0]
+        probs = exploration.softmax(self.acting.logits(observation[None]))[0]
         metrics = {
             "policy/entropy_at_observation": float(-np.sum(probs * np.log(probs + 1e-12))),
-            "policy/value": float(self._forward.values(observation[None])[0]),
+            "policy/value": float(self.acting.values(observation[None])[0]),
         }
         if self.num_actions <= 16:
             metrics.update({f"policy/prob_{i}": float(p) for i, p in enumerate(probs)})

@@ -25,8 +25,9 @@ import keras
 import numpy as np
 import tensorflow as tf
 
-from framework.agent import Agent, Metrics, State, VectorStep
-from framework.learner import Batch, Health, Learner, UpdateGroup
+from agents.on_policy import RolloutAgent
+from framework.agent import Metrics, State, VectorStep
+from framework.learner import Batch, Learner, UpdateGroup
 from framework.parts import networks
 from framework.parts.exploration import LinearSchedule, epsilon_greedy, q_value_diagnostics
 from framework.parts.gradient_processors import GradientProcessor
@@ -42,7 +43,7 @@ from framework.validation import (
 
 
 @gin.configurable
-class NStepQAgent(Agent):
+class NStepQAgent(RolloutAgent):
     def __init__(
         self,
         observation_space: gym.Space,
@@ -80,7 +81,7 @@ class NStepQAgent(Agent):
         final_epsilon = float(self.rng.choice(final_epsilons, p=final_epsilon_probs))
         self.epsilon = LinearSchedule(1.0, final_epsilon, epsilon_duration)
         self.rollout = Rollout(n_steps, observation_space)
-        self._q_values = networks.acting_forward(self.online)
+        self.acting = networks.acting_forward(self.online)
         self.learner = Learner(
             UpdateGroup(
                 self._loss,
@@ -92,7 +93,7 @@ class NStepQAgent(Agent):
                 target_variables=self.target.weights,
             ),
             batch_spec=self.rollout.spec(),  # one trace for the whole run
-            publish=self._q_values.variables,
+            publish=self.acting.variables,
         )
         self.steps = 0  # transitions observed: drives epsilon
 
@@ -118,27 +119,17 @@ class NStepQAgent(Agent):
         return self.loss(q_selected, tf.reshape(returns, [-1]))
 
     def act(self, observations: np.ndarray, explore: bool) -> np.ndarray:
-        greedy = np.argmax(self._q_values(observations), axis=-1)  # [N]
+        greedy = np.argmax(self.acting(observations), axis=-1)  # [N]
         if not explore:
             return greedy
         return epsilon_greedy(greedy, self.epsilon(self.steps), self.num_actions, self.rng)
 
     def observe(self, step: VectorStep) -> None:
-        self.rollout.add(step)
+        super().observe(step)
         self.steps += step.num_envs
 
-    def interrupt_episodes(self) -> None:
-        self.rollout.end_episodes()
-
-    def update(self) -> tuple[Metrics, Health]:
-        if not self.rollout.full:
-            return {}, Health()
-        batch = {name: array[None] for name, array in self.rollout.take().items()}
-        metrics, health = self.learner.run(batch)
-        self._q_values.refresh(self.learner.published)
-        return metrics.with_values({"epsilon": self.epsilon(self.steps)}), Health.from_tensor(
-            health
-        )
+    def rollout_metrics(self) -> dict[str, float]:
+        return {"epsilon": self.epsilon(self.steps)}
 
     # ----- what an A3C worker and driver use (see agents/a3c.py) --------------------------
 
@@ -149,10 +140,6 @@ class NStepQAgent(Agent):
 
     def networks(self) -> dict[str, keras.Model]:
         return {"online": self.online, "target": self.target}
-
-    def weights_changed(self) -> None:
-        """Call after changing the online weights from outside (a pull, a restore)."""
-        self._q_values.refresh()
 
     def describe(self) -> dict:
         return {
@@ -169,19 +156,14 @@ class NStepQAgent(Agent):
             "steps": self.steps,
             "online": self.online,
             "target": self.target,
-            "learner": self.learner,
-            "rollout": self.rollout.state(),
         }
 
     def load_state(self, state: State) -> None:
-        super().load_state(state)
         self.steps = state["steps"]
-        self.rollout.load_state(state["rollout"])
-        self.learner.restored()
-        self.weights_changed()
+        super().load_state(state)
 
     def diagnostics(self, observation: np.ndarray) -> dict[str, float]:
-        return q_value_diagnostics(self._q_values(observation[None])[0])
+        return q_value_diagnostics(self.acting(observation[None])[0])
 
     def histogram_variables(self) -> dict[str, tf.Variable]:
         return {v.path: v for v in self.online.weights}

@@ -1,0 +1,51 @@
+"""What A2C and n-step Q-learning share: each full `Rollout` of `n_steps` vector steps is one
+learner call, after which acting reads the new weights from the call's published copy."""
+
+from typing import Any
+
+from framework.agent import Agent, Metrics, State, VectorStep
+from framework.learner import Health, Learner
+from framework.parts.returns import Rollout
+
+
+class RolloutAgent(Agent):
+    """Subclasses build `rollout`, `learner` (publishing the acting copy's variables) and
+    `acting` (an acting forward pass with `refresh`), and add their own metrics in
+    `rollout_metrics`."""
+
+    rollout: Rollout
+    learner: Learner
+    acting: Any  # networks.NumpyForward and kin: `refresh(values=None)`
+
+    def observe(self, step: VectorStep) -> None:
+        self.rollout.add(step)
+
+    def interrupt_episodes(self) -> None:
+        self.rollout.end_episodes()
+
+    def update(self) -> tuple[Metrics, Health]:
+        if not self.rollout.full:
+            return {}, Health()
+        batch = {name: array[None] for name, array in self.rollout.take().items()}
+        metrics, health = self.learner.run(batch)
+        self.acting.refresh(self.learner.published)
+        return metrics.with_values(self.rollout_metrics()), Health.from_tensor(health)
+
+    def rollout_metrics(self) -> dict[str, float]:
+        """Numbers of the agent's own to log with the learner's (none by default)."""
+        return {}
+
+    def weights_changed(self) -> None:
+        """Call after changing the weights from outside (an A3C worker's pull, a restore):
+        acting reads a copy of them."""
+        self.acting.refresh()
+
+    def state(self) -> State:
+        """The rollout in progress is part of the state: a checkpoint falls anywhere in it."""
+        return {**super().state(), "learner": self.learner, "rollout": self.rollout.state()}
+
+    def load_state(self, state: State) -> None:
+        super().load_state(state)
+        self.rollout.load_state(state["rollout"])
+        self.learner.restored()
+        self.weights_changed()
