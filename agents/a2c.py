@@ -22,12 +22,12 @@ import numpy as np
 import tensorflow as tf
 
 from agents.on_policy import RolloutAgent
-from framework.agent import Metrics, State
+from framework.agent import Metrics
 from framework.learner import Batch, Learner, UpdateGroup
 from framework.parts import exploration, networks
 from framework.parts.gradient_processors import GradientProcessor
 from framework.parts.losses import PolicyGradientLoss, TDMSELoss
-from framework.parts.returns import NStepReturns, Rollout
+from framework.parts.returns import NStepReturns, Rollout, merge_time_and_envs
 from framework.validation import (
     require_discrete,
     require_positive,
@@ -58,10 +58,7 @@ class ActorCriticLoss:
     def __call__(self, batch: Batch) -> tuple[tf.Tensor, Metrics]:
         rows = tf.shape(batch["reward"])  # [T, N]
         size = tf.size(batch["reward"])  # T * N
-
-        def flat(x):  # [T, N, ...] -> [T * N, ...]
-            return tf.reshape(x, tf.concat([[size], tf.shape(x)[2:]], 0))
-
+        flat = merge_time_and_envs
         # One forward pass for V(s_t) and V(s'_t) (s'_t: the final observation where done).
         observations = tf.concat([flat(batch["observation"]), flat(batch["next_observation"])], 0)
         logits, values = self.network(observations)  # [2TN, A], [2TN]
@@ -138,16 +135,6 @@ class A2CAgent(RolloutAgent):
         if not explore:
             return np.argmax(logits, axis=-1)
         return exploration.sample_softmax(logits, self.rng)
-
-    def state(self) -> State:
-        return {**super().state(), "network": self.network}
-
-    # ----- what an A3C worker and driver use (see agents/a3c.py) --------------------------
-
-    @property
-    def shared_variables(self) -> list[tf.Variable]:
-        """What a worker pulls from the global agent."""
-        return self.network.weights
 
     def networks(self) -> dict[str, keras.Model]:
         return {"network": self.network}

@@ -32,7 +32,7 @@ from framework.parts import networks
 from framework.parts.exploration import LinearSchedule, epsilon_greedy, q_value_diagnostics
 from framework.parts.gradient_processors import GradientProcessor
 from framework.parts.losses import TDHuberLoss
-from framework.parts.returns import NStepReturns, Rollout
+from framework.parts.returns import NStepReturns, Rollout, merge_time_and_envs
 from framework.parts.target_updaters import HardUpdate, TargetUpdater
 from framework.validation import (
     require_box_observations,
@@ -99,11 +99,7 @@ class NStepQAgent(RolloutAgent):
 
     def _loss(self, batch: Batch) -> tuple[tf.Tensor, Metrics]:
         rows = tf.shape(batch["reward"])  # [T, N]
-        size = tf.size(batch["reward"])
-
-        def flat(x):  # [T, N, ...] -> [T * N, ...]
-            return tf.reshape(x, tf.concat([[size], tf.shape(x)[2:]], 0))
-
+        flat = merge_time_and_envs
         q_values = self.online(flat(batch["observation"]))  # [TN, A]
         actions = tf.cast(flat(batch["action"]), tf.int32)
         q_selected = tf.gather(q_values, actions, axis=-1, batch_dims=1)  # [TN]
@@ -131,14 +127,8 @@ class NStepQAgent(RolloutAgent):
     def rollout_metrics(self) -> dict[str, float]:
         return {"epsilon": self.epsilon(self.steps)}
 
-    # ----- what an A3C worker and driver use (see agents/a3c.py) --------------------------
-
-    @property
-    def shared_variables(self) -> list[tf.Variable]:
-        """What a worker pulls from the global agent: the online and the target network."""
-        return [*self.online.weights, *self.target.weights]
-
     def networks(self) -> dict[str, keras.Model]:
+        """An A3C worker pulls both: the global learner moves the target."""
         return {"online": self.online, "target": self.target}
 
     def describe(self) -> dict:
@@ -151,12 +141,7 @@ class NStepQAgent(RolloutAgent):
     # ----- checkpoints and logs -------------------------------------------------------------
 
     def state(self) -> State:
-        return {
-            **super().state(),
-            "steps": self.steps,
-            "online": self.online,
-            "target": self.target,
-        }
+        return {**super().state(), "steps": self.steps}
 
     def load_state(self, state: State) -> None:
         self.steps = state["steps"]

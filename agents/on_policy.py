@@ -1,7 +1,11 @@
 """What A2C and n-step Q-learning share: each full `Rollout` of `n_steps` vector steps is one
 learner call, after which acting reads the new weights from the call's published copy."""
 
+import abc
 from typing import Any
+
+import keras
+import tensorflow as tf
 
 from framework.agent import Agent, Metrics, State, VectorStep
 from framework.learner import Health, Learner
@@ -10,8 +14,9 @@ from framework.parts.returns import Rollout
 
 class RolloutAgent(Agent):
     """Subclasses build `rollout`, `learner` (publishing the acting copy's variables) and
-    `acting` (an acting forward pass with `refresh`), and add their own metrics in
-    `rollout_metrics`."""
+    `acting` (an acting forward pass with `refresh`), name their `networks()`, and add their
+    own metrics in `rollout_metrics`; A3C's workers also read a `describe()` of their settings
+    and pull `shared_variables`."""
 
     rollout: Rollout
     learner: Learner
@@ -31,6 +36,15 @@ class RolloutAgent(Agent):
         self.acting.refresh(self.learner.published)
         return metrics.with_values(self.rollout_metrics()), Health.from_tensor(health)
 
+    @abc.abstractmethod
+    def networks(self) -> dict[str, keras.Model]:
+        """The agent's networks by checkpoint key."""
+
+    @property
+    def shared_variables(self) -> list[tf.Variable]:
+        """What an A3C worker pulls from the global agent: every network's weights."""
+        return [v for network in self.networks().values() for v in network.weights]
+
     def rollout_metrics(self) -> dict[str, float]:
         """Numbers of the agent's own to log with the learner's (none by default)."""
         return {}
@@ -42,7 +56,12 @@ class RolloutAgent(Agent):
 
     def state(self) -> State:
         """The rollout in progress is part of the state: a checkpoint falls anywhere in it."""
-        return {**super().state(), "learner": self.learner, "rollout": self.rollout.state()}
+        return {
+            **super().state(),
+            **self.networks(),
+            "learner": self.learner,
+            "rollout": self.rollout.state(),
+        }
 
     def load_state(self, state: State) -> None:
         super().load_state(state)

@@ -46,13 +46,11 @@ def num_steps_binding(gin_file: str, num_steps: int) -> str:
 
     import agents  # noqa: F401  (registers every configurable the config may name)
     from framework import config
+    from framework.runner import runner_class
 
     gin.clear_config()
     config.parse([gin_file], [])
-    try:
-        trainer = gin.query_parameter("runner_class.runner").selector
-    except ValueError:  # not bound: the Runner
-        trainer = "Runner"
+    trainer = runner_class().__name__
     gin.clear_config()
     return f"{trainer}.num_steps = {num_steps}"
 

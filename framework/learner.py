@@ -299,7 +299,7 @@ class Learner(tf.Module):
                 metrics[f"{group.prefix}target_updates"] = count.read_value()
         health = tf.stack([*totals["health"], self._nonfinite_variables()])
         self._metric_layouts["train"], metrics = FlatLayout.flatten(metrics)
-        _, published = FlatLayout.flatten({str(i): v for i, v in enumerate(self._publish)})
+        published = self._published_layout.concat(self._publish)
         if optimistic:  # a non-finite step applied: everything back as it was before the call
 
             def roll_back():

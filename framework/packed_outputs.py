@@ -31,18 +31,24 @@ class FlatLayout:
     def flatten(cls, tensors: Mapping[str, tf.Tensor]) -> tuple["FlatLayout", tf.Tensor]:
         """Inside the call: the layout of `tensors` (static shapes) and the vector itself."""
         layout = cls(list(tensors), [tensor.shape for tensor in tensors.values()])
-        parts = [tf.reshape(tf.cast(t, tf.float32), [-1]) for t in tensors.values()]
-        return layout, tf.concat(parts, 0) if parts else tf.zeros([0])
+        return layout, layout.concat(list(tensors.values()))
+
+    def concat(self, tensors: Sequence[tf.Tensor]) -> tf.Tensor:
+        """Inside the call: `tensors`, in this layout's order, as one float32 vector."""
+        parts = [tf.reshape(tf.cast(t, tf.float32), [-1]) for t in tensors]
+        return tf.concat(parts, 0) if parts else tf.zeros([0])
+
+    def __contains__(self, name: str) -> bool:
+        return name in self._index
 
     def split(self, vector: np.ndarray) -> list[np.ndarray]:
         """Outside: the tensors' values, as views of `vector` in their own shapes."""
-        return [
-            vector[start:end].reshape(shape)
-            for start, end, shape in zip(self._starts, self._ends, self.shapes, strict=True)
-        ]
+        return [self._slice(vector, i) for i in range(len(self.names))]
 
     def get(self, vector: np.ndarray, name: str) -> np.ndarray:
-        i = self._index[name]
+        return self._slice(vector, self._index[name])
+
+    def _slice(self, vector: np.ndarray, i: int) -> np.ndarray:
         return vector[self._starts[i] : self._ends[i]].reshape(self.shapes[i])
 
 
@@ -64,7 +70,7 @@ class PackedMetrics(Mapping[str, Any]):
     def __getitem__(self, name: str) -> Any:
         if name in self._extra:
             return self._extra[name]
-        if name not in self._layout.names:
+        if name not in self._layout:
             raise KeyError(name)
         if self._values is None:
             self._values = self._vector.numpy()  # the one crossing into Python
@@ -72,7 +78,7 @@ class PackedMetrics(Mapping[str, Any]):
 
     def __iter__(self) -> Iterator[str]:
         yield from self._layout.names
-        yield from (name for name in self._extra if name not in self._layout.names)
+        yield from (name for name in self._extra if name not in self._layout)
 
     def __len__(self) -> int:
-        return len(self._layout.names) + len(set(self._extra) - set(self._layout.names))
+        return sum(1 for _ in self)

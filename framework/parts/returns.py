@@ -121,6 +121,11 @@ class GAE:
         return Returns(advantages + values, advantages)
 
 
+def merge_time_and_envs(x: tf.Tensor) -> tf.Tensor:
+    """A rollout's `[T, N, ...]` array as one batch `[T * N, ...]`, time-major."""
+    return tf.reshape(x, tf.concat([[-1], tf.shape(x)[2:]], 0))
+
+
 class Rollout:
     """The last `n_steps` vector steps as `[T, N, ...]` arrays: the on-policy batch of A2C and of
     an A3C worker. Its state (the partial rollout) goes into checkpoints, so a run stopped
