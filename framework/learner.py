@@ -26,6 +26,7 @@ import numpy as np
 import tensorflow as tf
 
 from framework.batch_packing import PackedBatch
+from framework.direct_call import DirectCall
 from framework.packed_outputs import FlatLayout, PackedMetrics
 from framework.parts import optimizers  # also registers the Keras optimizers with gin
 from framework.parts.gradient_processors import GradientProcessor, Identity
@@ -159,7 +160,7 @@ class Learner(tf.Module):
         # The metrics' layout in the vector each kind of call returns, recorded when traced.
         self._metric_layouts: dict[str, FlatLayout] = {}
         self._loss_state = list(loss_state)
-        self.published: list[np.ndarray] | None = None  # `publish`'s values after the last run
+        self._set_published(None)
         self.steps = tf.Variable(0, dtype=tf.int64, trainable=False, name="steps")
         self.applied_updates = tf.Variable(0, dtype=tf.int64, trainable=False, name="updates")
         # Per group: applies (the step its target updater counts) and target updates so far.
@@ -218,6 +219,7 @@ class Learner(tf.Module):
         self._apply_pushed = tf.function(
             self._apply_gradients, jit_compile=jit_compile, input_signature=[gradient_spec]
         )
+        self._direct_apply: DirectCall | None = None  # traced on the first push
 
     def restored(self) -> None:
         """Call after a checkpoint restore: each configured learning rate wins over the saved."""
@@ -237,8 +239,18 @@ class Learner(tf.Module):
         if optimistic and health.numpy()[HEALTH_FIELDS.index("nonfinite_steps")] > 0:
             # The optimistic pass rolled back: the same steps again, each one guarded.
             metrics, health, published = self._call("run", batches)
-        self.published = self._published_layout.split(published.numpy())
+        self._set_published(self._published_layout.split(published.numpy()))
         return PackedMetrics(metrics, self._metric_layouts["train"]), health
+
+    @property
+    def published(self) -> list[np.ndarray] | None:
+        """`publish`'s values after the last `run`."""
+        return self._published
+
+    def _set_published(self, values: list[np.ndarray] | None) -> None:
+        # Past tf.Module's attribute tracking, which would wrap the list for checkpointing at
+        # ~150 us a call: these are copies, never saved.
+        object.__setattr__(self, "_published", values)
 
     def compute_gradients(
         self, batches: Batch
@@ -255,9 +267,10 @@ class Learner(tf.Module):
         return gradients, push_now, PackedMetrics(metrics, self._metric_layouts["compute"]), health
 
     def _call(self, name: str, batches: Batch):
-        """With a batch spec, calls the traced function itself, traced on the first call:
-        `tf.function`'s dispatch (matching the arguments against its traces) costs ~200 us a
-        call, more than a small network's whole step."""
+        """With a batch spec, calls the traced function directly, traced on the first call:
+        `tf.function`'s dispatch (matching the arguments against its traces) and a concrete
+        function's own call path cost ~200 us a call, more than a small network's whole step
+        (`framework/direct_call.py`)."""
         function = self._functions[name]
         if not self._has_signature:
             return function(batches)
@@ -266,7 +279,7 @@ class Learner(tf.Module):
         if name in self._traced:
             return self._traced[name](batches)
         start = time.perf_counter()
-        self._traced[name] = function.get_concrete_function()
+        self._traced[name] = DirectCall(function.get_concrete_function())
         outputs = self._traced[name](batches)
         self.first_call_seconds += time.perf_counter() - start
         self.first_call_steps += len(tf.nest.flatten(batches)[0])
@@ -279,7 +292,9 @@ class Learner(tf.Module):
         nor is one whose gradients are all zero (it pushed nothing). `gradient_steps` stays 0:
         the worker's `compute_gradients` counted them.
         """
-        return self._apply_pushed(gradients)
+        if self._direct_apply is None:
+            self._direct_apply = DirectCall(self._apply_pushed.get_concrete_function())
+        return self._direct_apply(gradients)
 
     @property
     def tracing_count(self) -> int:
