@@ -1,0 +1,20 @@
+"""The hand-written floor of `experiments/learner_floor.py` is the learner's step, minus its
+machinery: from the same weights, on the same batches, both end at the same weights."""
+
+import numpy as np
+
+from experiments import learner_floor
+
+
+def test_the_floor_and_the_learner_take_the_same_steps():
+    learner_call, floor_call, agent, floor_online = learner_floor.build(
+        "gin_configs/dqn/cartpole_rlzoo.gin",
+        ["DQNAgent.gradient_steps = 3", "networks.mlp.hidden_units = (16,)"],
+    )
+    before = agent.online.get_weights()
+    learner_call()
+    floor_call()
+    after = agent.online.get_weights()
+    for start, learned, floored in zip(before, after, floor_online.get_weights(), strict=True):
+        assert not np.allclose(learned, start)  # the steps moved every weight...
+        np.testing.assert_allclose(floored, learned, rtol=1e-4, atol=1e-6)  # ...alike
