@@ -6,7 +6,9 @@ this project's 2-core machines, where running a small compiled program costs ~35
 update or a DQN update trained every environment step pays that once per call, tens of thousands
 of times per run. `DirectCall` does what that path ends in, TensorFlow's eager `execute` of the
 function by name, with everything that does not change between calls worked out once.
-`tests/framework/test_direct_call.py` checks that it computes what the ordinary call computes.
+It reads a few of TensorFlow's internals (the function's runtime name and captured inputs, the
+eager `execute`), checked on TF 2.21: `tests/framework/test_direct_call.py` checks that it
+computes what the ordinary call computes, and fails loudly where an upgrade changes them.
 """
 
 import itertools
