@@ -31,12 +31,12 @@ from absl import app, flags
 FLAGS = flags.FLAGS
 flags.DEFINE_multi_string("configs", ["gin_configs/dqn/cartpole.gin"], "Gin files to compare.")
 flags.DEFINE_multi_string("gin_bindings", [], "Extra bindings applied to every config.")
-flags.DEFINE_integer("seeds", 5, "Seeds 0..seeds-1 per config.")
+flags.DEFINE_integer("seeds", 5, "How many seeds per config: 0..seeds-1.", lower_bound=1)
 flags.DEFINE_integer(
     "num_steps", None, "Overrides num_steps of what trains the config (Runner, A3C)."
 )
 flags.DEFINE_float("threshold", 475.0, "Eval return that counts as solved.")
-flags.DEFINE_integer("parallel", 1, "Runs at once (skews steps/s when > 1).")
+flags.DEFINE_integer("parallel", 1, "Runs at once (skews steps/s when > 1).", lower_bound=1)
 
 
 def num_steps_binding(gin_file: str, num_steps: int) -> str:

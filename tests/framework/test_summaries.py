@@ -109,3 +109,26 @@ def test_a_fresh_start_sets_earlier_events_aside(tmp_path):
     assert os.path.getsize(moved) == size
     # Renamed: neither TensorBoard nor a recursive `*tfevents*` reader sees it as a run's.
     assert not glob.glob(str(tmp_path / "discarded" / "**" / "*tfevents*"), recursive=True)
+
+
+def test_tensorboard_reads_every_kind_of_summary_written(tmp_path):
+    """The writer builds TensorBoard's protos itself: TensorBoard's own loader must read them."""
+    from tensorboard.backend.event_processing import plugin_event_accumulator
+
+    writers = SummaryWriters(str(tmp_path))
+    writers.scalars("train", 7, {"train/loss": 2.5, "train/epsilon": 0.1})
+    weights = tf.Variable(tf.reshape(tf.range(12, dtype=tf.float32), [3, 4]))
+    writers.histograms(7, {"dense/kernel": weights})
+    writers.text("config", "lr = 0.1")
+    writers.close()
+    accumulator = plugin_event_accumulator.EventAccumulator(
+        str(tmp_path / "train"), size_guidance={plugin_event_accumulator.TENSORS: 0}
+    )
+    accumulator.Reload()
+    assert accumulator.PluginTagToContent("scalars").keys() == {"train/loss", "train/epsilon"}
+    (loss,) = accumulator.Tensors("train/loss")
+    assert (loss.step, float(tf.make_ndarray(loss.tensor_proto))) == (7, 2.5)
+    (histogram,) = accumulator.Tensors("weights/dense/kernel")
+    buckets = tf.make_ndarray(histogram.tensor_proto)  # [left edge, right edge, count] rows
+    assert buckets[:, 2].sum() == 12 and buckets[0, 0] == 0.0 and buckets[-1, 1] == 11.0
+    assert "config" in accumulator.PluginTagToContent("text")
