@@ -120,7 +120,7 @@ _file_ids = itertools.count()
 def _scalar_value(tag: str, value: float) -> summary_pb2.Summary.Value:
     """What TensorBoard's `scalar_pb` makes (a float32 scalar tensor), built directly: its
     general tensor conversion costs ~45 us a tag."""
-    tensor = tensor_pb2.TensorProto(dtype=types_pb2.DT_FLOAT, float_val=[value])
+    tensor = tensor_pb2.TensorProto(dtype=types_pb2.DT_FLOAT, float_val=[float(value)])
     tensor.tensor_shape.SetInParent()  # a scalar: a shape with no dimensions
     return summary_pb2.Summary.Value(tag=tag, metadata=_SCALAR_METADATA, tensor=tensor)
 
