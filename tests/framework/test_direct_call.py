@@ -55,6 +55,25 @@ def test_a_direct_call_converts_numpy_to_the_signature_dtype():
     np.testing.assert_array_equal(result.numpy(), [2.0, 4.0])
 
 
+@pytest.mark.parametrize(
+    "outputs",
+    [
+        lambda x: (x, 2.0 * x, tf.reduce_sum(x)),  # flat: returned as a tuple without packing
+        lambda x: [x, (2.0 * x,)],
+        lambda x: x,
+    ],
+)
+def test_a_direct_call_returns_the_structure_of_the_ordinary_call(outputs):
+    function = tf.function(outputs, input_signature=[tf.TensorSpec([2], tf.float32)])
+    concrete = function.get_concrete_function()
+    x = np.array([1.0, -3.0], np.float32)
+    expected, got = concrete(x), DirectCall(concrete)(x)
+    assert type(got) is type(expected)
+    tf.nest.assert_same_structure(got, expected)
+    for want, have in zip(tf.nest.flatten(expected), tf.nest.flatten(got), strict=True):
+        np.testing.assert_array_equal(have.numpy(), want.numpy())
+
+
 def test_a_direct_call_refuses_non_tensor_arguments():
     @tf.function
     def scale(x, factor):
