@@ -12,6 +12,7 @@ import dataclasses
 import time
 from collections.abc import Callable
 
+import gin
 import gymnasium as gym
 import numpy as np
 
@@ -21,11 +22,54 @@ from framework.agent import Agent, State, VectorStep
 AUTORESET_MODE = gym.vector.AutoresetMode.SAME_STEP
 
 
-def make_vector_env(env_factory: Callable[[], gym.Env], num_envs: int) -> gym.vector.VectorEnv:
-    """`num_envs` copies of `env_factory()` stepped in turn in this process."""
-    return gym.vector.SyncVectorEnv(
-        [env_factory] * num_envs, copy=False, autoreset_mode=AUTORESET_MODE
-    )
+@gin.configurable(allowlist=["vector_env"])
+def make_vector_env(
+    env_factory: Callable[[], gym.Env],
+    num_envs: int,
+    vector_env: Callable[[Callable[[], gym.Env], int], gym.vector.VectorEnv] | None = None,
+) -> gym.vector.VectorEnv:
+    """`num_envs` copies of `env_factory()` stepped in turn in this process, or, with
+    `vector_env`, `vector_env(env_factory, num_envs)`: the same environment vectorised natively
+    (e.g. `vectorised_cartpole`), which must autoreset in the same step and have the spaces of
+    `env_factory()`, the environment that evaluations use."""
+    if vector_env is None:
+        return gym.vector.SyncVectorEnv(
+            [env_factory] * num_envs, copy=False, autoreset_mode=AUTORESET_MODE
+        )
+    envs = vector_env(env_factory, num_envs)
+    problem = _unfit_vector_env(envs, env_factory, num_envs)
+    if problem:
+        envs.close()
+        raise ValueError(
+            f"make_vector_env.vector_env: {type(envs).__name__} {problem}. Give a vector env "
+            "of the same environment that resets an ended episode in the step that ends it "
+            "(e.g. vectorised_cartpole for CartPole-v1), or leave vector_env unset to "
+            "step num_envs copies of env_factory in turn."
+        )
+    return envs
+
+
+def _unfit_vector_env(
+    envs: gym.vector.VectorEnv, env_factory: Callable[[], gym.Env], num_envs: int
+) -> str | None:
+    """What keeps `envs` from standing in for `num_envs` copies of `env_factory()`, if anything."""
+    mode = envs.metadata.get("autoreset_mode")
+    if mode != AUTORESET_MODE:
+        return f"autoresets in mode {mode}, where the loop needs {AUTORESET_MODE}"
+    if envs.num_envs != num_envs:
+        return f"has {envs.num_envs} sub-environments where {num_envs} were asked for"
+    single = env_factory()
+    single.close()
+    if (envs.single_observation_space, envs.single_action_space) != (
+        single.observation_space,
+        single.action_space,
+    ):
+        return (
+            f"has spaces {envs.single_observation_space} and {envs.single_action_space}, but "
+            f"the evaluation environment (env_factory) has {single.observation_space} and "
+            f"{single.action_space}"
+        )
+    return None
 
 
 @dataclasses.dataclass

@@ -1,17 +1,19 @@
-"""Environment factories: a Gaussian multi-armed bandit, any gymnasium id, and Atari preprocessing.
+"""Environment factories: a Gaussian multi-armed bandit, any gymnasium id, Atari preprocessing,
+and a vectorised CartPole for the training loop.
 
 Both factories return an unseeded environment: the caller seeds it with `env.reset(seed=...)`
 and `env.action_space.seed(...)`, so one seed in the experiment controls everything.
 """
 
 import difflib
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import gin
 import gymnasium
 import numpy as np
 from gymnasium import spaces
+from gymnasium.envs.classic_control.cartpole import CartPoleEnv, CartPoleVectorEnv
 
 BANDIT_ID = "MultiArmedBandit-v0"
 
@@ -145,3 +147,76 @@ def make_atari_env(
     if max_episode_steps is not None:
         env = gymnasium.wrappers.TimeLimit(env, max_episode_steps=max_episode_steps)
     return env
+
+
+class SameStepCartPoleVectorEnv(CartPoleVectorEnv):
+    """gymnasium's vectorised CartPole, resetting an ended episode in the step that ends it.
+
+    All sub-environments step in one numpy call: at `num_envs=8` a step takes about half of a
+    `SyncVectorEnv` over 8 CartPole-v1s, which was a third of an A2C run's time. gymnasium's own
+    class resets on the step after a done (`NEXT_STEP`, which would hand the agent a reset as if
+    it were a transition); this one does what the training loop expects of `SAME_STEP`: the
+    ended episode's last observation in `infos["final_obs"]` (rows where `infos["_final_obs"]`),
+    the new episode's first one among the returned observations. The physics, time limit and
+    reset distribution are CartPole's; the sub-environments share one random generator, seeded
+    by `reset(seed=...)`.
+    """
+
+    metadata = {
+        **CartPoleVectorEnv.metadata,
+        "autoreset_mode": gymnasium.vector.AutoresetMode.SAME_STEP,
+    }
+
+    def step(
+        self, actions: np.ndarray
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, dict[str, Any]]:
+        observations, rewards, terminated, truncated, infos = super().step(actions)
+        ended = self.prev_done  # what the parent would reset at the start of its next step
+        num_ended = np.count_nonzero(ended)
+        if num_ended:
+            infos = {"final_obs": observations, "_final_obs": ended}
+            self.state[:, ended] = self.np_random.uniform(self.low, self.high, (4, num_ended))
+            self.steps[ended] = 0
+            self.prev_done = np.zeros_like(ended)
+            observations = self.state.T.astype(np.float32)
+        return observations, rewards, terminated, truncated, infos
+
+
+# The layers `gymnasium.make` puts around CartPole; any other wrapper would be lost.
+_CARTPOLE_LAYERS = (
+    gymnasium.wrappers.TimeLimit,
+    gymnasium.wrappers.common.OrderEnforcing,
+    gymnasium.wrappers.common.PassiveEnvChecker,
+)
+
+
+@gin.configurable(denylist=["env_factory", "num_envs"])  # the caller's: make_vector_env
+def vectorised_cartpole(
+    env_factory: Callable[[], gymnasium.Env], num_envs: int
+) -> SameStepCartPoleVectorEnv:
+    """`num_envs` of the CartPole that `env_factory` builds, as one `SameStepCartPoleVectorEnv`
+    with its time limit and reward; for `make_vector_env.vector_env`."""
+    env = env_factory()
+    env.close()
+    chain = [env]
+    while isinstance(chain[-1], gymnasium.Wrapper):
+        chain.append(chain[-1].env)
+    *wrappers, base = chain
+    limit = env.spec.max_episode_steps if env.spec is not None else None
+    if (
+        not isinstance(base, CartPoleEnv)
+        or limit is None
+        or not all(isinstance(wrapper, _CARTPOLE_LAYERS) for wrapper in wrappers)
+    ):
+        layers = " > ".join(type(layer).__name__ for layer in chain)
+        raise ValueError(
+            f"vectorised_cartpole: env_factory builds {layers} (time limit {limit}), but it "
+            "vectorises only a CartPole as gymnasium.make builds it (CartPole-v0 or -v1, with "
+            "a time limit and no other wrapper). Use it with make_env.env_id = 'CartPole-v1', "
+            "or leave make_vector_env.vector_env unset."
+        )
+    return SameStepCartPoleVectorEnv(
+        num_envs,
+        max_episode_steps=limit,
+        sutton_barto_reward=env.spec.kwargs.get("sutton_barto_reward", False),
+    )
