@@ -54,6 +54,8 @@ def _unfit_vector_env(
 ) -> str | None:
     """What keeps `envs` from standing in for `num_envs` copies of `env_factory()`, if anything."""
     mode = envs.metadata.get("autoreset_mode")
+    if mode is None:
+        return f"declares no autoreset_mode in its metadata, where the loop needs {AUTORESET_MODE}"
     if mode != AUTORESET_MODE:
         return f"autoresets in mode {mode}, where the loop needs {AUTORESET_MODE}"
     if envs.num_envs != num_envs:

@@ -1,8 +1,9 @@
 """Environment factories: a Gaussian multi-armed bandit, any gymnasium id, Atari preprocessing,
 and a vectorised CartPole for the training loop.
 
-Both factories return an unseeded environment: the caller seeds it with `env.reset(seed=...)`
-and `env.action_space.seed(...)`, so one seed in the experiment controls everything.
+Every factory returns an unseeded environment: the caller seeds it with `env.reset(seed=...)`
+(and a single env's `env.action_space.seed(...)`), so one seed in the experiment controls
+everything.
 """
 
 import difflib
@@ -171,7 +172,7 @@ class SameStepCartPoleVectorEnv(CartPoleVectorEnv):
         self, actions: np.ndarray
     ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, dict[str, Any]]:
         observations, rewards, terminated, truncated, infos = super().step(actions)
-        ended = self.prev_done  # what the parent would reset at the start of its next step
+        ended = self.prev_done  # what the parent would reset in its next step
         num_ended = np.count_nonzero(ended)
         if num_ended:
             infos = {"final_obs": observations, "_final_obs": ended}
@@ -190,33 +191,56 @@ _CARTPOLE_LAYERS = (
 )
 
 
+# What a CartPole is made of; a factory's CartPole must match the vectorised one in each.
+_CARTPOLE_CONSTANTS = (
+    "gravity",
+    "masscart",
+    "masspole",
+    "length",
+    "force_mag",
+    "tau",
+    "kinematics_integrator",
+    "theta_threshold_radians",
+    "x_threshold",
+    "_sutton_barto_reward",
+)
+
+
 @gin.configurable(denylist=["env_factory", "num_envs"])  # the caller's: make_vector_env
 def vectorised_cartpole(
     env_factory: Callable[[], gymnasium.Env], num_envs: int
 ) -> SameStepCartPoleVectorEnv:
     """`num_envs` of the CartPole that `env_factory` builds, as one `SameStepCartPoleVectorEnv`
-    with its time limit and reward; for `make_vector_env.vector_env`."""
+    with its time limit, constants and reward; for `make_vector_env.vector_env`."""
     env = env_factory()
     env.close()
     chain = [env]
     while isinstance(chain[-1], gymnasium.Wrapper):
         chain.append(chain[-1].env)
     *wrappers, base = chain
-    limit = env.spec.max_episode_steps if env.spec is not None else None
-    if (
-        not isinstance(base, CartPoleEnv)
-        or limit is None
-        or not all(isinstance(wrapper, _CARTPOLE_LAYERS) for wrapper in wrappers)
-    ):
-        layers = " > ".join(type(layer).__name__ for layer in chain)
-        raise ValueError(
-            f"vectorised_cartpole: env_factory builds {layers} (time limit {limit}), but it "
-            "vectorises only a CartPole as gymnasium.make builds it (CartPole-v0 or -v1, with "
-            "a time limit and no other wrapper). Use it with make_env.env_id = 'CartPole-v1', "
-            "or leave make_vector_env.vector_env unset."
+    # The tightest of the time limits (TimeLimit keeps its own privately; a spec may not know it).
+    limits = [w._max_episode_steps for w in wrappers if isinstance(w, gymnasium.wrappers.TimeLimit)]
+    limit = min(limits, default=None)
+    if type(base) is not CartPoleEnv:
+        problem = "is not gymnasium's CartPoleEnv"
+    elif limit is None:
+        problem = "has no time limit"
+    elif not all(isinstance(wrapper, _CARTPOLE_LAYERS) for wrapper in wrappers):
+        problem = "has wrappers that the vectorised CartPole would leave out"
+    else:
+        vector = SameStepCartPoleVectorEnv(
+            num_envs, max_episode_steps=limit, sutton_barto_reward=base._sutton_barto_reward
         )
-    return SameStepCartPoleVectorEnv(
-        num_envs,
-        max_episode_steps=limit,
-        sutton_barto_reward=env.spec.kwargs.get("sutton_barto_reward", False),
+        changed = [
+            name for name in _CARTPOLE_CONSTANTS if getattr(base, name) != getattr(vector, name)
+        ]
+        if not changed:
+            return vector
+        problem = f"differs from gymnasium's CartPole in {changed}"
+    layers = " > ".join(type(layer).__name__ for layer in chain)
+    raise ValueError(
+        f"vectorised_cartpole: env_factory builds {layers}, which {problem}; it vectorises only "
+        "a CartPole as gymnasium.make builds it (CartPole-v0 or -v1, with a time limit and no "
+        "other wrapper or change). Use it with make_env.env_id = 'CartPole-v1', or leave "
+        "make_vector_env.vector_env unset."
     )

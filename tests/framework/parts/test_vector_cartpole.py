@@ -4,7 +4,7 @@ from a captured state, and the refusals of what it cannot stand in for."""
 import gymnasium
 import numpy as np
 import pytest
-from gymnasium.envs.classic_control.cartpole import CartPoleVectorEnv
+from gymnasium.envs.classic_control.cartpole import CartPoleEnv, CartPoleVectorEnv
 
 from framework import env_state
 from framework.loop import make_vector_env
@@ -27,7 +27,7 @@ def test_steps_as_cartpole_v1_and_resets_in_the_step_that_ends_an_episode():
     observations, _ = vector.reset(seed=0)
     for index, env in enumerate(singles):
         env.reset(seed=index)
-        env.unwrapped.state = vector.state[:, index].copy()
+        env.unwrapped.state = vector.state[:, index].copy()  # the same start, then on their own
     rng = np.random.default_rng(0)
     ended = {"terminated": 0, "truncated": 0}
     for _ in range(300):
@@ -40,28 +40,48 @@ def test_steps_as_cartpole_v1_and_resets_in_the_step_that_ends_an_episode():
             assert (rewards[index], terminated[index], truncated[index]) == (reward, term, trunc)
             if term or trunc:
                 assert infos["_final_obs"][index]
-                np.testing.assert_allclose(infos["final_obs"][index], single, rtol=1e-6)
+                np.testing.assert_array_equal(infos["final_obs"][index], single)
                 ended["terminated" if term else "truncated"] += 1
-                env.reset()
                 # The new episode starts where CartPole's reset distribution puts it.
                 assert np.all(np.abs(observations[index]) <= 0.05)
+                env.reset()
+                env.unwrapped.state = vector.state[:, index].copy()
             else:
                 assert "_final_obs" not in infos or not infos["_final_obs"][index]
-                np.testing.assert_allclose(observations[index], single, rtol=1e-6, atol=1e-7)
-            env.unwrapped.state = vector.state[:, index].copy()  # no drift between the two
+                np.testing.assert_array_equal(observations[index], single)
     assert ended["terminated"] > 5 and ended["truncated"] > 3, ended
+
+
+def test_takes_the_reward_and_the_tightest_time_limit_of_the_factory():
+    def factory():
+        env = gymnasium.make("CartPole-v1", max_episode_steps=9, sutton_barto_reward=True)
+        return gymnasium.wrappers.TimeLimit(env, max_episode_steps=1000)
+
+    envs = vectorised_cartpole(factory, 2)
+    assert envs.max_episode_steps == 9
+    envs.reset(seed=0)
+    steps = [envs.step(np.array([0, 1])) for _ in range(9)]
+    *_, terminated, truncated, _ = steps[-1]
+    assert np.all(terminated | truncated)
+    rewards = np.array([step[1] for step in steps])
+    terminations = np.array([step[2] for step in steps])
+    np.testing.assert_array_equal(rewards, -terminations.astype(np.float32))  # Sutton & Barto
 
 
 def _run(envs, actions):
     return [envs.step(action) for action in actions]
 
 
-def test_a_captured_state_resumes_exactly_mid_episode():
+@pytest.mark.parametrize("right_after_an_end", [False, True])
+def test_a_captured_state_resumes_exactly(right_after_an_end):
     factory = _cartpole(limit=25)
     envs = vectorised_cartpole(factory, 4)
     envs.reset(seed=3)
     rng = np.random.default_rng(1)
-    _run(envs, rng.integers(0, 2, (17, 4)))
+    for _ in range(17):
+        *_, terminated, truncated, _ = envs.step(rng.integers(0, 2, 4))
+    while right_after_an_end and not np.any(terminated | truncated):
+        *_, terminated, truncated, _ = envs.step(rng.integers(0, 2, 4))
     assert env_state.how_saved(envs)[0] == "data"
     saved = env_state.unpack(env_state.pack(env_state.capture(envs)))
     actions = rng.integers(0, 2, (60, 4))
@@ -79,11 +99,26 @@ def test_a_captured_state_resumes_exactly_mid_episode():
             np.testing.assert_array_equal(want[4][key], have[4][key])
 
 
+class _HeavyCartPole(CartPoleEnv):
+    def __init__(self):
+        super().__init__()
+        self.gravity = 20.0
+
+
+def _changed_gravity():
+    env = make_env("CartPole-v1")
+    env.unwrapped.gravity = 20.0
+    return env
+
+
 @pytest.mark.parametrize(
     "factory, named",
     [
         (lambda: make_env("MountainCar-v0"), "MountainCarEnv"),
         (lambda: gymnasium.wrappers.ClipReward(make_env("CartPole-v1"), 0, 0.5), "ClipReward"),
+        (lambda: gymnasium.wrappers.TimeLimit(_HeavyCartPole(), 100), "_HeavyCartPole"),
+        (_changed_gravity, r"differs from gymnasium's CartPole in \['gravity'\]"),
+        (lambda: CartPoleEnv(), "has no time limit"),
     ],
 )
 def test_refuses_what_is_not_cartpole_as_gymnasium_builds_it(factory, named):
@@ -91,9 +126,22 @@ def test_refuses_what_is_not_cartpole_as_gymnasium_builds_it(factory, named):
         vectorised_cartpole(factory, 2)
 
 
-def test_make_vector_env_refuses_a_next_step_vector_env():
-    with pytest.raises(ValueError, match=r"CartPoleVectorEnv autoresets in mode .*NEXT_STEP"):
-        make_vector_env(_cartpole(), 2, vector_env=lambda _, n: CartPoleVectorEnv(n))
+class _Undeclared(SameStepCartPoleVectorEnv):
+    metadata = {}
+
+
+@pytest.mark.parametrize(
+    "vector_class, message",
+    [
+        (CartPoleVectorEnv, "CartPoleVectorEnv autoresets in mode .*NEXT_STEP"),
+        (_Undeclared, "_Undeclared declares no autoreset_mode"),
+    ],
+)
+def test_make_vector_env_refuses_a_vector_env_that_does_not_reset_in_the_same_step(
+    vector_class, message
+):
+    with pytest.raises(ValueError, match=message):
+        make_vector_env(_cartpole(), 2, vector_env=lambda _, n: vector_class(n))
 
 
 def test_make_vector_env_refuses_a_vector_env_of_another_size():
