@@ -125,7 +125,10 @@ def capture(env: gymnasium.Env | gymnasium.vector.VectorEnv) -> dict[str, Any]:
 
     Raises TypeError where `how_saved(env)` is "none".
     """
-    return {"env": _describe(env), "layers": [_capture_layer(layer) for layer in _chain(env)]}
+    return {
+        "env": _describe(env),
+        "layers": [_capture_layer(layer) for layer in wrapper_chain(env)],
+    }
 
 
 def restore(env: gymnasium.Env | gymnasium.vector.VectorEnv, state: dict[str, Any]) -> None:
@@ -141,7 +144,7 @@ def restore(env: gymnasium.Env | gymnasium.vector.VectorEnv, state: dict[str, An
 # --- Structure -------------------------------------------------------------------------------
 
 
-def _chain(env: Any) -> list[Any]:
+def wrapper_chain(env: Any) -> list[Any]:
     """The wrapper layers of `env`, outermost first, ending with the unwrapped env."""
     layers = [env]
     while isinstance(layers[-1], gymnasium.Wrapper | gymnasium.vector.VectorWrapper):
@@ -152,7 +155,7 @@ def _chain(env: Any) -> list[Any]:
 def _layers(env: Any, prefix: str = "") -> list[tuple[str, Any]]:
     """Every layer of `env` and of its sub-envs, each with a name for messages."""
     named = []
-    for layer in _chain(env):
+    for layer in wrapper_chain(env):
         named.append((prefix + type(layer).__name__, layer))
         if isinstance(layer, SyncVectorEnv):
             for i, sub_env in enumerate(layer.envs):
@@ -305,7 +308,7 @@ def _field(state: Any, key: str, where: str) -> Any:
 
 def _restorers(env: Any, state: Any, prefix: str) -> list[Callable[[], None]]:
     """Checks `state` against `env` and decodes it; returns the steps that write it into `env`."""
-    layers = _chain(env)
+    layers = wrapper_chain(env)
     saved_layers = _field(state, "layers", prefix)
     saved_classes = [_field(saved, "class", prefix) for saved in saved_layers]
     classes = [_type_name(layer) for layer in layers]

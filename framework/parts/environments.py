@@ -16,6 +16,8 @@ import numpy as np
 from gymnasium import spaces
 from gymnasium.envs.classic_control.cartpole import CartPoleEnv, CartPoleVectorEnv
 
+from framework import env_state
+
 BANDIT_ID = "MultiArmedBandit-v0"
 
 
@@ -214,9 +216,7 @@ def vectorised_cartpole(
     with its time limit, constants and reward; for `make_vector_env.vector_env`."""
     env = env_factory()
     env.close()
-    chain = [env]
-    while isinstance(chain[-1], gymnasium.Wrapper):
-        chain.append(chain[-1].env)
+    chain = env_state.wrapper_chain(env)
     *wrappers, base = chain
     # The tightest of the time limits (TimeLimit keeps its own privately; a spec may not know it).
     limits = [w._max_episode_steps for w in wrappers if isinstance(w, gymnasium.wrappers.TimeLimit)]
