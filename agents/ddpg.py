@@ -29,8 +29,8 @@ import keras
 import numpy as np
 import tensorflow as tf
 
-from framework.agent import Agent, Metrics, State, VectorStep, training_calls_due
-from framework.learner import Health, Learner, UpdateGroup
+from framework.agent import Agent, Health, Metrics, State, VectorStep, training_calls_due
+from framework.learner import Learner, UpdateGroup
 from framework.parts import networks
 from framework.parts.exploration import GaussianNoise
 from framework.parts.gradient_processors import GradientProcessor

@@ -1,6 +1,6 @@
 """n-step Q-learning over on-policy rollouts (Mnih et al., 2016, Algorithm S2): the agent of
-asynchronous n-step Q-learning (`A3C.agent = @NStepQAgent`), and a synchronous one over a
-vector environment under the runner.
+asynchronous n-step Q-learning (`Runner.agent = @NStepQAgent` on `Runner.driver =
+@AsynchronousDriver`), and a synchronous one over a vector environment.
 
 Acting: epsilon-greedy on the online network, from numpy for small nets. Each agent (each A3C
 worker) draws its own final epsilon from `final_epsilons` with `final_epsilon_probs` (the

@@ -7,8 +7,8 @@ from typing import Any
 import keras
 import tensorflow as tf
 
-from framework.agent import Agent, Metrics, State, VectorStep
-from framework.learner import Health, Learner
+from framework.agent import Agent, Health, Metrics, State, VectorStep
+from framework.learner import Learner
 from framework.parts.returns import Rollout
 
 

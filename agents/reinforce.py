@@ -15,8 +15,8 @@ import keras
 import numpy as np
 import tensorflow as tf
 
-from framework.agent import Agent, Metrics, State, VectorStep
-from framework.learner import Health, Learner, UpdateGroup
+from framework.agent import Agent, Health, Metrics, State, VectorStep
+from framework.learner import Learner, UpdateGroup
 from framework.parts import exploration, networks
 from framework.parts.gradient_processors import GradientProcessor
 from framework.parts.losses import PolicyGradientLoss

@@ -101,9 +101,11 @@ def hparams_group(base_dir: str) -> str:
 
 @dataclasses.dataclass
 class PreparedRun:
-    """A built runner and how it was asked for; `run` trains it."""
+    """A built runner, the run folder it trains into, and how it was asked for; `run` opens
+    the folder and trains it."""
 
     runner: Any  # framework.runner.Runner
+    folder: Any  # framework.run_directory.RunDirectory, handed to the runner
     command: str  # the shell command that trains the same config and seed again
     declare_hparams: bool = True  # declare the HParams dashboard's columns (sweeps: once)
     start_afresh: bool = False  # set aside checkpoints the folder lost track of; train anew
@@ -129,7 +131,8 @@ def build(
 
     import agents  # noqa: F401  (registers every agent's configurables)
     from framework import config
-    from framework.runner import runner_class
+    from framework.run_directory import RunDirectory
+    from framework.runner import Runner
 
     if base_dir is not None and not base_dir.strip():
         raise RunError(
@@ -141,7 +144,8 @@ def build(
     try:
         config.parse(list(gin_files), list(bindings), seed)
         base_dir = base_dir or default_base_dir(gin_files, seed, _bound_env_id())
-        runner = runner_class()(base_dir)
+        folder = RunDirectory(base_dir)
+        runner = Runner(folder)
     except (ValueError, ImportError, TypeError, gym.error.Error) as error:
         raise RunError(_without_gin_call_stack(error)) from error
     except RuntimeError as error:  # gin: a required parameter the config does not bind
@@ -155,7 +159,7 @@ def build(
             "spelling and scope, or remove them."
         )
     command = config.command_line(gin_files, bindings, base_dir, seed)
-    return PreparedRun(runner, command, declare_hparams, start_afresh)
+    return PreparedRun(runner, folder, command, declare_hparams, start_afresh)
 
 
 def _without_gin_call_stack(error: Exception) -> str:
@@ -259,7 +263,8 @@ def train(
 
 
 def run(prepared: PreparedRun) -> TrainResult:
-    """Trains a built runner under its run folder's lock, recording the start in the folder."""
+    """Opens the run folder (its lock, the start's config and metadata) and trains the built
+    runner into it."""
     import gin
     from absl import logging
 
@@ -269,8 +274,7 @@ def run(prepared: PreparedRun) -> TrainResult:
     from framework.runner import NonFiniteError, Stopped
     from framework.summaries import HParamsSession
 
-    runner = prepared.runner
-    folder = runner.run_directory
+    runner, folder = prepared.runner, prepared.folder
     logging.info("Run folder: %s (tensorboard --logdir %s)", folder.base_dir, folder.base_dir)
     start = time.perf_counter()
     try:

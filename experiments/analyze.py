@@ -21,8 +21,6 @@ comparison.png with the probability that B improves on A.
 """
 
 import dataclasses
-import glob
-import json
 import math
 import os
 import re
@@ -70,35 +68,25 @@ class Run:
         return match.group(1) if match else None
 
 
-def _read(path: str) -> str:
-    if not os.path.exists(path):
-        return ""
-    with open(path) as f:
-        return f.read()
-
-
 def _trial_of(name: str) -> str:
     """A run folder's name without its seed (and the time stamp of a default run folder)."""
     name = re.sub(r"_\d{8}-\d{6}(-\d+)?$", "", name)
     return re.sub(r"_seed\d+(?=_|$)", "", name) or name
 
 
-def _seed_of(folder: str, config: str) -> int | None:
-    starts = json.loads(_read(os.path.join(folder, "metadata.json")) or "{}").get("starts", [])
-    if starts and str(starts[-1].get("seed", "")).isdigit():
-        return int(starts[-1]["seed"])
+def _seed_of(folder, config: str) -> int | None:
+    """The seed its records name; else the config's (a folder without metadata.json)."""
+    seed = folder.seed()
+    if seed is not None:
+        return seed
     match = re.search(r"^Runner\.seed\s*=\s*(\d+)", config, re.M)
     return int(match.group(1)) if match else None
 
 
-def _is_run_folder(folder: str) -> bool:
-    return any(
-        os.path.exists(os.path.join(folder, name)) for name in ("config.gin", "metadata.json")
-    ) or bool(glob.glob(os.path.join(folder, "eval", "*tfevents*")))
-
-
 def _run_folders(root: str) -> list[str]:
-    if _is_run_folder(root):
+    from framework.run_directory import RunDirectory
+
+    if RunDirectory.holds_run(root):
         return [root]
     found = []
     for entry in sorted(os.listdir(root)):
@@ -115,7 +103,8 @@ def load(paths: Sequence[str], finished_only: bool = True) -> list[Run]:
     runs the record does not list as finished are left out. With several paths, each trial's
     name starts with its folder's name, so that equal trial names stay apart.
     """
-    from framework.event_reader import read_scalars
+    from experiments.sweep_record import read_record
+    from framework.run_directory import RunDirectory
 
     runs = []
     for path in paths:
@@ -123,10 +112,8 @@ def load(paths: Sequence[str], finished_only: bool = True) -> list[Run]:
         if not os.path.isdir(path):
             raise RunError(f"{path} is not a folder: give run folders or sweep folders.")
         prefix = os.path.basename(path.rstrip(os.sep)) + "/" if len(paths) > 1 else ""
-        record_path = os.path.join(path, "sweep.json")
-        if os.path.exists(record_path):
-            with open(record_path) as f:
-                record = json.load(f)
+        record = read_record(path)
+        if record is not None:
             entries = [
                 (os.path.join(path, r["name"]), r["trial"], r["seed"], r["values"])
                 for r in record["runs"]
@@ -140,16 +127,17 @@ def load(paths: Sequence[str], finished_only: bool = True) -> list[Run]:
         for folder, trial, seed, values in entries:
             if not os.path.isdir(folder):
                 continue
-            config = _read(os.path.join(folder, "config.gin"))
+            run_folder = RunDirectory(folder)
+            config = run_folder.read_config() or ""
             runs.append(
                 Run(
                     name=os.path.basename(folder),
                     trial=prefix + trial,
-                    seed=seed if seed is not None else _seed_of(folder, config),
+                    seed=seed if seed is not None else _seed_of(run_folder, config),
                     folder=folder,
                     config=config,
                     values=values,
-                    scalars=read_scalars(folder),
+                    scalars=run_folder.scalars(),
                 )
             )
     if not runs:

@@ -32,27 +32,9 @@ FLAGS = flags.FLAGS
 flags.DEFINE_multi_string("configs", ["gin_configs/dqn/cartpole.gin"], "Gin files to compare.")
 flags.DEFINE_multi_string("gin_bindings", [], "Extra bindings applied to every config.")
 flags.DEFINE_integer("seeds", 5, "How many seeds per config: 0..seeds-1.", lower_bound=1)
-flags.DEFINE_integer(
-    "num_steps", None, "Overrides num_steps of what trains the config (Runner, A3C)."
-)
+flags.DEFINE_integer("num_steps", None, "Overrides Runner.num_steps.")
 flags.DEFINE_float("threshold", 475.0, "Eval return that counts as solved.")
 flags.DEFINE_integer("parallel", 1, "Runs at once (skews steps/s when > 1).", lower_bound=1)
-
-
-def num_steps_binding(gin_file: str, num_steps: int) -> str:
-    """`<class>.num_steps = n` for what trains `gin_file`: `Runner`, or the driver bound to
-    `runner_class.runner` (e.g. `A3C`)."""
-    import gin
-
-    import agents  # noqa: F401  (registers every configurable the config may name)
-    from framework import config
-    from framework.runner import runner_class
-
-    gin.clear_config()
-    config.parse([gin_file], [])
-    trainer = runner_class().__name__
-    gin.clear_config()
-    return f"{trainer}.num_steps = {num_steps}"
 
 
 def train_once(gin_file: str, bindings: list[str], seed: int, num_steps: int | None) -> dict:
@@ -64,14 +46,14 @@ def train_once(gin_file: str, bindings: list[str], seed: int, num_steps: int | N
     import experiments
 
     if num_steps is not None:
-        bindings = [*bindings, num_steps_binding(gin_file, num_steps)]
+        bindings = [*bindings, f"Runner.num_steps = {num_steps}"]
 
     with tempfile.TemporaryDirectory() as base_dir:
         start = time.perf_counter()
         result = experiments.train([gin_file], bindings, base_dir, seed)
         seconds = time.perf_counter() - start
         runner = result.runner
-        learner = getattr(getattr(runner, "agent", None), "learner", None)
+        learner = runner.agent.learner
         save_seconds, save_bytes = runner.checkpoint_cost
         # Finds the final checkpoint: restores it, nothing is left to train.
         resumed = experiments.train([gin_file], bindings, base_dir, seed).runner
@@ -82,10 +64,10 @@ def train_once(gin_file: str, bindings: list[str], seed: int, num_steps: int | N
         "curve": result.eval_returns,
         "split": runner.time_split(),
         "gradient_steps": runner.state.gradient_steps,
-        # Each compiled function's first call (tracing and XLA compilation included); A3C's
-        # driver has no agent of its own (its workers compute the gradients).
-        "first_call_seconds": getattr(learner, "first_call_seconds", 0.0),
-        "first_call_steps": getattr(learner, "first_call_steps", 0),
+        # Each compiled function's first call (tracing and XLA compilation included); under the
+        # asynchronous driver the workers compute the gradients, not this learner.
+        "first_call_seconds": learner.first_call_seconds,
+        "first_call_steps": learner.first_call_steps,
         "loop_seconds": runner.loop_seconds,
         "save_ms": 1000 * save_seconds,
         "save_mb": save_bytes / 1e6,
@@ -139,7 +121,7 @@ def learner_cost(results: list[dict]) -> str:
     loop = [r["steps"] / r["loop_seconds"] for r in results]
     line = f"in-loop {np.median(loop):.0f} steps/s (median over seeds)"
     steps = sum(r["gradient_steps"] for r in results)
-    if steps and all("learner" in r["split"] for r in results):  # A3C: the workers compute
+    if steps and all("learner" in r["split"] for r in results):  # async: the workers compute
         seconds = sum(r["split"]["learner"] for r in results)
         line += f", learner {1e6 * seconds / steps:.0f} us per gradient step ({steps} steps"
         first_seconds = sum(r["first_call_seconds"] for r in results)

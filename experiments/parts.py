@@ -37,6 +37,7 @@ KINDS = {
     "exploration": "Exploration",
     "environments": "Environments",
     "runner": "Runner",
+    "drivers": "Drivers (Runner.driver) and where asynchronous workers run",
 }
 OTHER = "other"
 _GIN_BUILTINS = "gin"  # gin.constant, gin.macro, gin.singleton: gin's own, not parts
@@ -83,6 +84,8 @@ def kind_of(module: str) -> str:
         return "agents"
     if module == "framework.runner":
         return "runner"
+    if module.startswith("framework.drivers."):
+        return "drivers"
     if module == "optimizers":  # Keras optimizers and schedules, registered by hand
         return "optimizers"
     if module.startswith("framework.parts."):

@@ -13,6 +13,8 @@ import signal
 import sys
 import traceback
 
+from framework import processes
+
 STATUS_FINISHED, STATUS_FAILED, STATUS_INTERRUPTED = "finished", "failed", "interrupted"
 _MAX_ERROR_CHARS = 2000  # a one-paragraph error; the traceback goes to the run's log
 
@@ -75,7 +77,7 @@ def process_main(task: Task, connection, parent_pid: int) -> None:
     of the group reaches it), and on Linux the kernel sends it SIGTERM when the driver dies
     however it dies, so no orphan keeps training (and holding its run folder's lock).
     """
-    _terminate_with_parent(parent_pid)
+    processes.die_with_parent(parent_pid, signal.SIGTERM)
     signal.signal(signal.SIGINT, signal.SIG_DFL)  # a Ctrl-C stops the run: unfinished, resumed
     if task.log_path:
         _redirect_output(task.log_path)
@@ -94,17 +96,6 @@ def process_main(task: Task, connection, parent_pid: int) -> None:
     sys.stderr.flush()
     connection.send(outcome)
     connection.close()
-
-
-def _terminate_with_parent(parent_pid: int) -> None:
-    if sys.platform.startswith("linux"):
-        import ctypes
-
-        pr_set_pdeathsig = 1
-        libc = ctypes.CDLL(None, use_errno=True)
-        libc.prctl(pr_set_pdeathsig, signal.SIGTERM)
-    if os.getppid() != parent_pid:  # the driver died before the line above took effect
-        os.kill(os.getpid(), signal.SIGTERM)
 
 
 def _redirect_output(path: str) -> None:

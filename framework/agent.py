@@ -8,17 +8,46 @@ dict, given back to `load_state` after a checkpoint restore.
 """
 
 import abc
+import dataclasses
+from collections.abc import Sequence
 from typing import Any, NamedTuple
 
 import gymnasium as gym
 import numpy as np
 
-from framework.learner import Health
-
 # A nested dict whose leaves are TF trackables (networks, optimizers, learners: restored in
 # place), numpy arrays, or JSON-able values (both handed back to `load_state`).
 State = dict[str, Any]
 Metrics = dict[str, Any]  # scalar tensors or floats, converted only when logged
+
+HEALTH_FIELDS = (
+    "gradient_steps",
+    "applied_updates",
+    "nonfinite_steps",
+    "nonfinite_losses",
+    "nonfinite_variables",
+)
+
+
+@dataclasses.dataclass
+class Health:
+    """What one or more learner calls did, as Python ints (summed across calls with `+`)."""
+
+    gradient_steps: int = 0  # gradient steps attempted
+    applied_updates: int = 0  # optimizer applies, summed over groups
+    # Steps where some group's loss or gradient was NaN/inf, or its gradients' global norm
+    # overflowed float32 (skipped).
+    nonfinite_steps: int = 0
+    nonfinite_losses: int = 0  # of those, the steps with a non-finite loss (else the gradient)
+    nonfinite_variables: int = 0  # calls after which a variable was NaN/inf despite finite updates
+
+    @classmethod
+    def from_tensor(cls, tensor: Any | np.ndarray | Sequence[int]) -> "Health":
+        """From the vector the learner returns, in `HEALTH_FIELDS` order."""
+        return cls(*(int(value) for value in np.asarray(tensor).tolist()))
+
+    def __add__(self, other: "Health") -> "Health":
+        return Health(*(getattr(self, name) + getattr(other, name) for name in HEALTH_FIELDS))
 
 
 class VectorStep(NamedTuple):

@@ -11,7 +11,8 @@ is, in `checkpoints/`:
 
 Only a checkpoint with a marker whose hashes still match is restored; a crash or kill at any
 moment leaves at worst an unmarked (ignored) newer checkpoint beside the last good one.
-Damaged checkpoints are reported, skipped and moved to `checkpoints/damaged/`, never deleted.
+Damaged checkpoints are reported, skipped and moved to a folder of the caller's choosing (the run
+folder names `checkpoints/damaged/`), never deleted.
 A checkpoint of another format (an older layout of this code) is refused, never half-read.
 """
 
@@ -31,9 +32,10 @@ import numpy as np
 import tensorflow as tf
 from absl import logging
 
-from framework import run_directory
+from framework import atomic_files
 
-FORMAT_VERSION = 2
+# 3: the runner over a driver ("runner", "driver", "rngs"; A3C's state under the runner's).
+FORMAT_VERSION = 3
 _MARKER_SUFFIX = ".complete"
 _ARRAYS_SUFFIX = ".arrays.npz"
 _VALUES_SUFFIX = ".values.json"
@@ -150,7 +152,7 @@ def _tf_checkpoint(trackables: dict[str, Any]) -> tf.train.Checkpoint:
 
 def _write_arrays(path: str, arrays: dict[str, np.ndarray]) -> None:
     """np.savez's format (np.load reads it), with any key path as a name, never pickled."""
-    with run_directory.atomic_path(path) as temp, zipfile.ZipFile(temp, "w") as archive:
+    with atomic_files.atomic_path(path) as temp, zipfile.ZipFile(temp, "w") as archive:
         for name, array in arrays.items():
             with archive.open(name + ".npy", "w", force_zip64=True) as member:
                 np.lib.format.write_array(member, array, allow_pickle=False)
@@ -185,8 +187,9 @@ def _describe(kind: str | None) -> str:
 class CheckpointStore:
     """Saves a nested state dict per step and restores the newest complete one into it."""
 
-    def __init__(self, directory: str, max_to_keep: int = 3):
+    def __init__(self, directory: str, damaged_directory: str, max_to_keep: int = 3):
         self.directory = directory
+        self._damaged_directory = damaged_directory  # where damaged checkpoints are moved
         self._max_to_keep = max_to_keep
 
     def _prefix(self, step: int) -> str:
@@ -227,20 +230,20 @@ class CheckpointStore:
             _tf_checkpoint(split["trackables"]).write(prefix)
             files += sorted(glob.glob(prefix + ".index") + glob.glob(prefix + ".data-*"))
             for path in files:
-                run_directory.fsync(path)
+                atomic_files.fsync(path)
         if split["arrays"]:
             _write_arrays(prefix + _ARRAYS_SUFFIX, split["arrays"])
             files.append(prefix + _ARRAYS_SUFFIX)
         values = {kind: sorted(split[kind]) for kind in ("trackables", "arrays")}
         values["values"] = split["values"]
-        run_directory.atomic_write(prefix + _VALUES_SUFFIX, json.dumps(values))
+        atomic_files.atomic_write(prefix + _VALUES_SUFFIX, json.dumps(values))
         files.append(prefix + _VALUES_SUFFIX)
         marker = {
             "format": FORMAT_VERSION,
             "step": step,
             "files": {os.path.relpath(f, self.directory): _sha256(f) for f in files},
         }
-        run_directory.atomic_write(prefix + _MARKER_SUFFIX, json.dumps(marker))
+        atomic_files.atomic_write(prefix + _MARKER_SUFFIX, json.dumps(marker))
         return files
 
     def tidy(self) -> None:
@@ -256,7 +259,7 @@ class CheckpointStore:
         if complete:
             self._prune(keep=complete[0])
         leftovers = glob.glob(os.path.join(self.directory, "ckpt-*"))
-        leftovers += glob.glob(os.path.join(self.directory, ".tmp.*"))  # atomic writes' temps
+        leftovers += glob.glob(os.path.join(self.directory, atomic_files.TEMP_PREFIX + "*"))
         for path in leftovers:
             found = re.match(r"ckpt-(\d+)(_temp)?", os.path.basename(path))
             if found and int(found.group(1)) in complete and not found.group(2):
@@ -354,12 +357,13 @@ class CheckpointStore:
                 )
 
     def _quarantine(self, prefixes: list[str]) -> None:
-        """Moves damaged checkpoints into `damaged/<time>-<pid>/`: kept for inspection, out of
-        the way of the resumed run, which will save at the same steps again."""
+        """Moves damaged checkpoints into `<damaged_directory>/<time>-<pid>/`: kept for
+        inspection, out of the way of the resumed run, which will save at the same steps
+        again."""
         if not prefixes:
             return
         stamp = time.strftime("%Y%m%d-%H%M%S")
-        target = os.path.join(self.directory, "damaged", f"{stamp}-{os.getpid()}")
+        target = os.path.join(self._damaged_directory, f"{stamp}-{os.getpid()}")
         os.makedirs(target)
         for prefix in prefixes:
             for path in glob.glob(prefix + ".*"):

@@ -1,6 +1,7 @@
 """Gin configuration: locating files, parsing with clear errors, accounting for every binding."""
 
 import contextlib
+import dataclasses
 import difflib
 import functools
 import importlib.metadata
@@ -60,9 +61,38 @@ def _registered_names() -> list[str]:
     return sorted(names)
 
 
+# Before the one runner, A3C had a driver of its own with its own vocabulary.
+_TO_RUNNER = ("agent", "env_factory", "num_steps", "eval_interval", "eval_episodes")
+_TO_RUNNER += ("checkpoint_interval", "max_checkpoints_to_keep", "log_interval", "seed")
+_TO_DRIVER = ("num_workers", "envs_per_worker", "backend", "optimizer")
+RENAMED = {
+    "runner_class.runner = @A3C": "Runner.driver = @AsynchronousDriver",
+    **{f"A3C.{name}": f"Runner.{name}" for name in _TO_RUNNER},
+    **{f"A3C.{name}": f"AsynchronousDriver.{name}" for name in _TO_DRIVER},
+}
+
+
+def _renamed(message: str) -> str | None:
+    """One paragraph giving the new spelling of an old A3C binding, if `message` is about one."""
+    if not re.search(r"No configurable matching (?:reference )?'@?(A3C|runner_class)'", message):
+        return None
+    used = re.search(r"\b(A3C\.\w+|runner_class\.runner)", message)
+    old = used.group(1) if used else "A3C"
+    new = next((n for o, n in RENAMED.items() if o.startswith(old)), "Runner.driver")
+    return (
+        f"{old} is an old spelling: A3C's workers are now a driver under the one runner, so "
+        f"write {new}. Every old A3C binding has a new name: runner_class.runner = @A3C is "
+        f"Runner.driver = @AsynchronousDriver; A3C.{{{', '.join(_TO_RUNNER)}}} are Runner's; "
+        f"A3C.{{{', '.join(_TO_DRIVER)}}} are AsynchronousDriver's ({' '.join(message.split())})."
+    )
+
+
 def _explain(error: Exception) -> str:
     """gin's message, plus close matches for an unknown configurable or parameter."""
     message = str(error).strip()
+    renamed = _renamed(message)
+    if renamed:
+        return renamed
     hint = ""
     unknown = re.search(r"No configurable matching (?:reference )?'@?([\w./]+?)(?:\(\))?'", message)
     if unknown:
@@ -182,19 +212,9 @@ def parse(gin_files: Sequence[str], bindings: Sequence[str], seed: int | None = 
     return resolved
 
 
-def runner_name() -> str:
-    """The configurable that trains this config: `Runner`, or what `runner_class.runner`
-    names (A3C's driver of asynchronous workers)."""
-    try:
-        reference = gin.query_parameter("runner_class.runner")
-    except ValueError:
-        return "Runner"
-    return str(reference).strip("@()").rsplit(".", 1)[-1]
-
-
 def _bind_seed(seed: int) -> None:
     """`--seed` wins over the seed the files or bindings set, and says so."""
-    selector = f"{runner_name()}.seed"
+    selector = "Runner.seed"
     try:
         earlier = gin.query_parameter(selector)
     except ValueError:
@@ -202,6 +222,32 @@ def _bind_seed(seed: int) -> None:
     if earlier is not None and earlier != seed:
         logging.info("%s = %d (--seed) overrides %s.", selector, seed, earlier)
     gin.bind_parameter(selector, seed)
+
+
+@dataclasses.dataclass(frozen=True)
+class Snapshot:
+    """The parsed config as gin text, with the modules whose configurables it names: what another
+    process (a spawned worker, a Ray actor) parses to build the same parts. Gin bindings do not
+    cross processes by themselves (gin#31), and a module that registers a part must be
+    imported before the text naming it is parsed."""
+
+    text: str
+    modules: tuple[str, ...]
+
+    def apply(self) -> None:
+        """Makes this process's gin config the snapshot's."""
+        for module in self.modules:
+            importlib.import_module(module)
+        gin.clear_config()
+        gin.parse_config(self.text)
+
+
+def snapshot() -> Snapshot:
+    """The current config (every file and binding, the command line's included)."""
+    configurables = [gin.config._REGISTRY[selector] for _, selector in gin.config._CONFIG]
+    configurables += [r.configurable for r in gin.config.iterate_references(gin.config._CONFIG)]
+    modules = sorted({configurable.wrapped.__module__ for configurable in configurables})
+    return Snapshot(gin.config_str(), tuple(module for module in modules if module != "__main__"))
 
 
 def unused_bindings() -> list[str]:
@@ -226,7 +272,7 @@ def bound_hyperparameters() -> dict[str, bool | int | float | str]:
     for (scope, selector), parameters in gin.config._CONFIG.items():  # no public listing
         name = f"{scope + '/' if scope else ''}{_readable(selector)}"
         for parameter, value in parameters.items():
-            if (name, parameter) == (runner_name(), "seed"):
+            if (name, parameter) == ("Runner", "seed"):
                 continue
             simple = isinstance(value, bool | int | float | str)
             values[f"{name}.{parameter}"] = value if simple else str(value)

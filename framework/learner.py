@@ -25,6 +25,7 @@ import keras
 import numpy as np
 import tensorflow as tf
 
+from framework.agent import HEALTH_FIELDS
 from framework.batch_packing import PackedBatch
 from framework.direct_call import DirectCall
 from framework.packed_outputs import FlatLayout, PackedMetrics
@@ -36,35 +37,6 @@ Batch = dict[str, tf.Tensor]
 Metrics = dict[str, tf.Tensor]
 Gradients = list[list[tf.Tensor]]  # one list per group, in the order of its variables
 LossFn = Callable[[Batch], tuple[tf.Tensor, Metrics]]
-
-HEALTH_FIELDS = (
-    "gradient_steps",
-    "applied_updates",
-    "nonfinite_steps",
-    "nonfinite_losses",
-    "nonfinite_variables",
-)
-
-
-@dataclasses.dataclass
-class Health:
-    """What one or more learner calls did, as Python ints (summed across calls with `+`)."""
-
-    gradient_steps: int = 0  # gradient steps attempted
-    applied_updates: int = 0  # optimizer applies, summed over groups
-    # Steps where some group's loss or gradient was NaN/inf, or its gradients' global norm
-    # overflowed float32 (skipped).
-    nonfinite_steps: int = 0
-    nonfinite_losses: int = 0  # of those, the steps with a non-finite loss (else the gradient)
-    nonfinite_variables: int = 0  # calls after which a variable was NaN/inf despite finite updates
-
-    @classmethod
-    def from_tensor(cls, tensor: tf.Tensor | np.ndarray | Sequence[int]) -> "Health":
-        """From the vector the learner returns, in `HEALTH_FIELDS` order."""
-        return cls(*(int(value) for value in np.asarray(tensor).tolist()))
-
-    def __add__(self, other: "Health") -> "Health":
-        return Health(*(getattr(self, name) + getattr(other, name) for name in HEALTH_FIELDS))
 
 
 @dataclasses.dataclass

@@ -1,16 +1,20 @@
-"""The run folder's one owner: its lock, config and metadata, checkpoints, event files, and the
-atomic writes every file in it goes through.
+"""The run folder's one owner: its layout, lock, config and metadata, checkpoints and event
+files, and the readers that analysis and sweeps use. Nothing else decides a path inside it.
 
     <base_dir>/
       .lock                         held (flock) by the one process training here
       config.gin                    the operative config of the latest start
       config.before-start-<N>.gin   the config start N replaced, when it changed
-      metadata.json                 {"starts": [...]}: every start's metadata and resumed step
+      metadata.json                 {"starts": [...], "last_checkpoint": N}
       checkpoints/                  complete-or-ignored checkpoints (framework/checkpointing.py)
+      checkpoints/damaged/          damaged checkpoints, set aside, never deleted
       train/ eval/                  event files, one curve per tag across resumes
-      discarded/                    event files set aside, never deleted (framework/summaries.py)
+      events.out.tfevents.*         the run's HParams session (the folder's own split)
+      events.out.tfevents.9999999999.sweep   a sweep's record of the run's result
+      discarded/                    event files and checkpoints set aside, never deleted
 
-A crash or kill at any moment leaves every file either as it was or as it was meant to be.
+Every file is written through `framework/atomic_files.py`: a crash or kill at any moment leaves
+it either as it was or as it was meant to be.
 """
 
 from __future__ import annotations
@@ -18,50 +22,22 @@ from __future__ import annotations
 import contextlib
 import errno
 import fcntl
+import glob
 import json
 import os
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 
 from framework import checkpointing, summaries
+from framework.atomic_files import atomic_write
+from framework.event_reader import read_scalars
 
-_TEMP_PREFIX = ".tmp."  # hidden, and keeps the extension (np.savez appends one otherwise)
-
-
-def fsync(path: str) -> None:
-    """Flushes a file's data, or a folder's entries, to disk."""
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
-@contextlib.contextmanager
-def atomic_path(path: str) -> Iterator[str]:
-    """A temporary path beside `path` for writers that need a path (TFRecordWriter, np.savez).
-
-    Once the block succeeds the file is flushed to disk and renamed onto `path`, so a reader
-    sees the old file or the whole new one, never part; if the block fails it is removed.
-    """
-    folder, name = os.path.split(os.path.abspath(path))
-    temp = os.path.join(folder, _TEMP_PREFIX + name)
-    try:
-        yield temp
-        fsync(temp)
-        os.replace(temp, path)
-    except BaseException:
-        with contextlib.suppress(FileNotFoundError):
-            os.remove(temp)
-        raise
-    fsync(folder)
-
-
-def atomic_write(path: str, data: str | bytes) -> None:
-    """Replaces `path` with `data` (str as UTF-8) in one step that survives a crash."""
-    content = data.encode() if isinstance(data, str) else data
-    with atomic_path(path) as temp, open(temp, "wb") as f:
-        f.write(content)
+_CONFIG = "config.gin"
+_METADATA = "metadata.json"
+_LOCK = ".lock"
+# Sorts after the run's own event files: TensorBoard reads a folder's files in name order.
+_RESULT_EVENTS = "events.out.tfevents.9999999999.sweep"
+EVAL_RETURN = "eval/episode_return"
 
 
 class RunFolderBusyError(RuntimeError):
@@ -87,11 +63,20 @@ def _reason(error: OSError) -> str:
 
 
 class RunDirectory:
-    """Everything a run keeps under `base_dir`; the only code that decides its layout."""
+    """Everything a run keeps under `base_dir`. Building one touches nothing on disk."""
 
     def __init__(self, base_dir: str):
         self.base_dir = base_dir
         self.checkpoint_dir = os.path.join(base_dir, "checkpoints")
+
+    @staticmethod
+    def holds_run(path: str) -> bool:
+        """Whether `path` looks like a run folder (a config, records, or eval events)."""
+        return any(os.path.exists(os.path.join(path, name)) for name in (_CONFIG, _METADATA)) or (
+            bool(glob.glob(os.path.join(path, "eval", "*tfevents*")))
+        )
+
+    # ----- the training process's side -------------------------------------------------------
 
     @contextlib.contextmanager
     def lock(self) -> Iterator[None]:
@@ -102,7 +87,7 @@ class RunDirectory:
         """
         try:
             os.makedirs(self.base_dir, exist_ok=True)
-            lock_file = open(os.path.join(self.base_dir, ".lock"), "a")  # noqa: SIM115
+            lock_file = open(os.path.join(self.base_dir, _LOCK), "a")  # noqa: SIM115
         except OSError as error:
             raise RunFolderError(
                 f"Cannot use {self.base_dir!r} as the run folder: {_reason(error)}. Choose a "
@@ -124,8 +109,8 @@ class RunDirectory:
         A start whose config changed (say, a larger Runner.num_steps to train longer) keeps the
         previous config as config.before-start-<N>.gin; metadata.json lists every start.
         """
-        starts = self._starts()
-        previous = self._read(self._config_path)
+        starts = self.starts()
+        previous = self.read_config()
         if previous is not None and previous != operative_config:
             kept = os.path.join(self.base_dir, f"config.before-start-{len(starts) + 1}.gin")
             atomic_write(kept, previous)
@@ -140,34 +125,25 @@ class RunDirectory:
 
     def last_checkpoint(self) -> int | None:
         """The step of the last checkpoint this folder's records say was completed."""
-        text = self._read(self._metadata_path)
-        return None if text is None else json.loads(text).get("last_checkpoint")
+        return self._metadata().get("last_checkpoint")
 
     def set_aside_checkpoints(self) -> str:
         """Moves checkpoints/ (whatever is left of it) to discarded/<time>/; returns where."""
-        target = os.path.join(self.base_dir, "discarded", time.strftime("%Y%m%d-%H%M%S"))
+        target = self._discarded()
         os.makedirs(target, exist_ok=True)
         if os.path.exists(self.checkpoint_dir):
             os.replace(self.checkpoint_dir, os.path.join(target, "checkpoints"))
         self._write_metadata(last_checkpoint=None)
         return target
 
-    def _write_metadata(self, **fields) -> None:
-        text = self._read(self._metadata_path)
-        metadata = {"starts": []} if text is None else json.loads(text)
-        metadata.update(fields)
-        atomic_write(self._metadata_path, json.dumps(metadata, indent=2))
-
-    def read_config(self) -> str | None:
-        """config.gin as the latest start wrote it, or None."""
-        return self._read(self._config_path)
-
     def write_config(self, operative_config: str) -> None:
         """The final config.gin: parts first called during training appear only at the end."""
-        atomic_write(self._config_path, operative_config)
+        atomic_write(os.path.join(self.base_dir, _CONFIG), operative_config)
 
     def checkpoint_store(self, max_to_keep: int) -> checkpointing.CheckpointStore:
-        return checkpointing.CheckpointStore(self.checkpoint_dir, max_to_keep=max_to_keep)
+        return checkpointing.CheckpointStore(
+            self.checkpoint_dir, os.path.join(self.checkpoint_dir, "damaged"), max_to_keep
+        )
 
     def open_writers(
         self,
@@ -175,34 +151,86 @@ class RunDirectory:
         texts: dict[str, str] | None = None,
         hparams: summaries.HParamsSession | None = None,
     ) -> summaries.SummaryWriters:
-        """Writers for train/ and eval/ that continue the curves of the restored step.
+        """Writers for the event files that continue the curves of the restored step.
 
         What was logged after `resumed_step` is logged again from there on, so it is dropped;
         a start from scratch (None) sets every earlier event file aside instead and writes the
         run's `texts` and HParams session (a resumed run keeps those of its start).
         """
+        folders = self._event_folders()
         if resumed_step is not None:
-            summaries.supersede_events_after(self.base_dir, resumed_step)
-            return summaries.SummaryWriters(self.base_dir)
-        summaries.set_aside_events(self.base_dir)
-        writers = summaries.SummaryWriters(self.base_dir)
+            damaged = os.path.join(self.base_dir, "discarded", "damaged")
+            summaries.supersede_events_after(folders, resumed_step, damaged)
+            return summaries.SummaryWriters(folders)
+        summaries.set_aside_events(folders, self._discarded())
+        writers = summaries.SummaryWriters(folders)
         for name, text in (texts or {}).items():
             writers.text(name, text)
         if hparams:
             writers.hparams(hparams)
         return writers
 
-    @property
-    def _config_path(self) -> str:
-        return os.path.join(self.base_dir, "config.gin")
+    # ----- a sweep's record of the run ------------------------------------------------------
 
-    @property
-    def _metadata_path(self) -> str:
-        return os.path.join(self.base_dir, "metadata.json")
+    def write_result_events(self, results: Sequence[tuple[int, object]]) -> None:
+        """A sweep's summaries of how the run ended, beside the run's own HParams session."""
+        os.makedirs(self.base_dir, exist_ok=True)
+        summaries.write_event_file(os.path.join(self.base_dir, _RESULT_EVENTS), results)
 
-    def _starts(self) -> list[dict]:
-        text = self._read(self._metadata_path)
-        return [] if text is None else json.loads(text).get("starts", [])
+    def clear_result_events(self) -> None:
+        """Before a run starts again: its earlier result must not outlive it, nor be merged
+        into the run's own events when it resumes."""
+        with contextlib.suppress(FileNotFoundError):
+            os.remove(os.path.join(self.base_dir, _RESULT_EVENTS))
+
+    def logged_its_session(self) -> bool:
+        """Whether the run wrote its own HParams session (it got as far as starting)."""
+        paths = glob.glob(os.path.join(self.base_dir, "*tfevents*"))
+        return any(os.path.basename(path) != _RESULT_EVENTS for path in paths)
+
+    # ----- readers -----------------------------------------------------------------------------
+
+    def read_config(self) -> str | None:
+        """config.gin as the latest start wrote it, or None."""
+        return self._read(os.path.join(self.base_dir, _CONFIG))
+
+    def starts(self) -> list[dict]:
+        """Every start's metadata (command, seed, versions, the step it resumed from)."""
+        return self._metadata().get("starts", [])
+
+    def seed(self) -> int | None:
+        """The seed of the latest start, as its records say."""
+        starts = self.starts()
+        seed = str(starts[-1].get("seed", "")) if starts else ""
+        return int(seed) if seed.isdigit() else None
+
+    def scalars(self) -> dict[str, list[tuple[int, float]]]:
+        """Every scalar the run logged, as tag -> [(step, value)]."""
+        return read_scalars(self.base_dir)
+
+    def eval_curve(self) -> list[tuple[int, float]]:
+        """The evaluation return at each step it was taken, in step order."""
+        eval_folder = self._event_folders()["eval"]
+        if not os.path.isdir(eval_folder):
+            return []
+        return sorted(read_scalars(eval_folder).get(EVAL_RETURN, []))
+
+    # ----- the layout ------------------------------------------------------------------------
+
+    def _event_folders(self) -> summaries.Folders:
+        return {split: os.path.join(self.base_dir, split) for split in summaries.SPLITS}
+
+    def _discarded(self) -> str:
+        return os.path.join(self.base_dir, "discarded", time.strftime("%Y%m%d-%H%M%S"))
+
+    def _metadata(self) -> dict:
+        text = self._read(os.path.join(self.base_dir, _METADATA))
+        return {"starts": []} if text is None else json.loads(text)
+
+    def _write_metadata(self, **fields) -> None:
+        metadata = self._metadata()
+        metadata.update(fields)
+        atomic_write(os.path.join(self.base_dir, _METADATA), json.dumps(metadata, indent=2))
 
     @staticmethod
     def _read(path: str) -> str | None:

@@ -1,11 +1,15 @@
-"""Scheduling on top of the loop: train, evaluate, log and checkpoint at their cadences.
+"""The one scheduler: train, evaluate, log, checkpoint and stop at their cadences, over a driver.
 
-Every count is in transitions summed over the sub-environments: a vector step adds `num_envs`,
-and a cadence fires at the first step that crosses its next multiple, so a config logs,
-evaluates and checkpoints at the same transition counts whatever `num_envs` is. A checkpoint is
-taken on schedule, mid-episode: it holds the agent's state, the loop's (observations, episode
-tallies and, where they can be saved, the sub-environments themselves), the runner's counters
-and every random generator, so a resumed run continues bitwise as the uninterrupted one would.
+Every algorithm trains under this runner; what moves training forward between two cadence
+points is a driver (`Runner.driver`): the synchronous one (a vector env and `agent.update()`,
+the default) or the asynchronous one (workers pushing gradients to global networks).
+
+Every count is in transitions summed over the sub-environments, and a cadence fires at the
+first step that crosses its next multiple, so a config logs, evaluates and checkpoints at the
+same transition counts whatever `num_envs` is. A checkpoint is taken on schedule, mid-episode:
+it holds the driver's state (the agent, the loop's observations, episode tallies and, where
+they can be saved, the sub-environments themselves), the runner's counters and every random
+generator, so a resumed run continues bitwise as the uninterrupted one would.
 """
 
 import collections
@@ -20,10 +24,12 @@ import tensorflow as tf
 from absl import logging
 
 from framework import evaluation
-from framework.agent import Agent, Metrics
+from framework.agent import Agent, Health
 from framework.checkpointing import CheckpointError
-from framework.learner import Health
-from framework.loop import EndedEpisodes, EnvironmentLoop, make_vector_env
+from framework.drivers import asynchronous  # noqa: F401  (registers the driver with gin)
+from framework.drivers.driver import AgentFactory, Driver, Seeds
+from framework.drivers.synchronous import SynchronousDriver
+from framework.loop import EndedEpisodes
 from framework.parts import optimizers
 from framework.parts.environments import make_env
 from framework.run_directory import RunDirectory
@@ -70,13 +76,6 @@ class RunnerState:
     interval_skipped_steps: int = 0
 
 
-@gin.configurable
-def runner_class(runner: Callable[[str], "Runner"] | None = None) -> Callable[[str], "Runner"]:
-    """What trains a config: the `Runner` (None), or a driver of its own bound here, e.g.
-    `runner_class.runner = @A3C` (asynchronous workers step their own environments)."""
-    return runner or Runner
-
-
 class Cadence:
     """Fires at the first step that reaches the next multiple of `interval`."""
 
@@ -91,16 +90,18 @@ class Cadence:
         return True
 
 
-@gin.configurable(denylist=["base_dir"])
+@gin.configurable(denylist=["run_directory"])
 class Runner:
-    """Trains `agent` on `num_envs` copies of `env_factory()` for `num_steps` transitions.
+    """Trains `agent` on `env_factory()`'s environment for `num_steps` transitions.
 
     Args:
-      base_dir: the run's folder; starting again on the same folder resumes.
+      run_directory: the run's folder, opened by the caller; a folder with checkpoints resumes.
       agent: a factory `(observation_space, action_space, seed) -> Agent`, e.g. an agent class.
       env_factory: builds one (sub-)environment; evaluation gets its own.
-      num_envs: sub-environments stepped together; every count below counts transitions
-        summed over them.
+      driver: what trains between cadence points: `SynchronousDriver` (the default) or
+        `AsynchronousDriver` (workers; its own bindings say how many and where they run).
+      num_envs: sub-environments the synchronous driver steps together; every count below
+        counts transitions summed over all sub-environments.
       skip_nonfinite_updates: skip (and count) updates whose loss or gradient is NaN/inf
         instead of stopping the run.
       max_skipped_fraction: when skipping, stop once this fraction of a log interval's
@@ -109,9 +110,10 @@ class Runner:
 
     def __init__(
         self,
-        base_dir: str,
-        agent: Callable[..., Agent] = gin.REQUIRED,
+        run_directory: RunDirectory,
+        agent: AgentFactory = gin.REQUIRED,
         env_factory: Callable[[], gym.Env] = make_env,
+        driver: Callable[..., Driver] = SynchronousDriver,
         num_envs: int = 1,
         num_steps: int = 100_000,
         eval_interval: int = 10_000,
@@ -137,7 +139,11 @@ class Runner:
         )
         if not 0 <= seed < 2**32:
             raise ValueError(f"Runner.seed (or --seed) must be in [0, 2**32), got {seed}.")
-        self.run_directory = RunDirectory(base_dir)
+        if not 0.0 < max_skipped_fraction <= 1.0:
+            raise ValueError(
+                f"Runner.max_skipped_fraction must be in (0, 1], got {max_skipped_fraction}."
+            )
+        self.run_directory = run_directory
         self.num_envs = num_envs
         self.num_steps = num_steps
         self.eval_interval = eval_interval
@@ -147,50 +153,38 @@ class Runner:
         self.histogram_interval = histogram_interval
         self.seed = seed
         self.skip_nonfinite_updates = skip_nonfinite_updates
-        if not 0.0 < max_skipped_fraction <= 1.0:
-            raise ValueError(
-                f"Runner.max_skipped_fraction must be in (0, 1], got {max_skipped_fraction}."
-            )
         self.max_skipped_fraction = max_skipped_fraction
         seed_everything(seed)
-        agent_seed, env_seed, self._eval_seed, self._reset_seed = derived_seeds(seed, 4)
-        envs = make_vector_env(env_factory, num_envs)
+        agent_seed, env_seed, self._eval_seed, reset_seed = derived_seeds(seed, 4)
         self.eval_env = env_factory()
         schedules_before = len(optimizers.schedules_built())
-        self.agent = agent(envs.single_observation_space, envs.single_action_space, agent_seed)
+        self.driver = driver(agent, env_factory, num_envs, Seeds(agent_seed, env_seed, reset_seed))
         self.schedules = optimizers.schedules_built()[schedules_before:]
-        self._environment_steps = optimizers.environment_steps()  # None: no schedule reads it
-        # Seeded once; every later reset draws from the sub-environments' own generators,
-        # whose states each checkpoint saves.
-        self.loop = EnvironmentLoop(envs, self.agent)
-        self.loop.reset(env_seed)
-        if self.loop.saved_as == "none":
-            logging.warning(
-                "The environment's state cannot be saved (%s): a resumed run starts new "
-                "episodes where it resumes, so it is not an exact continuation.",
-                self.loop.why,
-            )
+        inexact = self.driver.inexact_resume()
+        if inexact:
+            logging.warning("%s", inexact)
         self.state = RunnerState()
-        self._store = self.run_directory.checkpoint_store(max_checkpoints_to_keep)
-        self._unlogged: Metrics = {}  # the latest learner metrics, logged at the next log step
+        self._store = run_directory.checkpoint_store(max_checkpoints_to_keep)
         self.stop_requested: str | None = None  # a signal's name: stop after the current step
         self.restored_step: int | None = None  # set by `restore`
         self._restore_attempted = False
         self.eval_returns: list[tuple[int, float]] = []  # (env step, mean return)
         self.checkpoint_cost: tuple[float, int] | None = None  # last save: (seconds, bytes)
         self.resume_seconds: float | None = None
-        self.seconds = {"learner": 0.0, "evaluation": 0.0, "logging and checkpoints": 0.0}
+        self.seconds = {"evaluation": 0.0, "logging and checkpoints": 0.0}
         self.loop_seconds = 0.0  # the training loop's wall-clock time in this start
+
+    @property
+    def agent(self) -> Agent:
+        """The agent being trained (under the asynchronous driver: the global one)."""
+        return self.driver.agent
 
     # ----- checkpoints -------------------------------------------------------------------------
 
     def _checkpoint_state(self) -> dict:
         return {
             "runner": dataclasses.asdict(self.state),
-            # (name, value) pairs: one JSON value, whichever metrics are pending.
-            "unlogged_metrics": [[name, float(value)] for name, value in self._unlogged.items()],
-            "loop": self.loop.state(),
-            "agent": self.agent.state(),
+            "driver": self.driver.state(),
             "rngs": {"global": global_rng_states(), "tf": tf.random.get_global_generator()},
         }
 
@@ -227,10 +221,8 @@ class Runner:
         step, state = restored
         try:
             self.state = RunnerState(**state["runner"])
-            self._unlogged = dict(state["unlogged_metrics"])
-            self.agent.load_state(state["agent"])
+            exact = self.driver.load_state(state["driver"], step)
             set_global_rng_states(state["rngs"]["global"])
-            exact = self.loop.load_state(state["loop"], reset_seed=self._reset_seed + step)
         except (ValueError, TypeError, KeyError) as error:
             raise CheckpointError(
                 f"The checkpoint at step {step} in {self._store.directory} does not fit this "
@@ -244,7 +236,7 @@ class Runner:
             self._store.directory,
             step,
             self.resume_seconds,
-            "" if exact else "; the environment state was not saved, so new episodes start here",
+            "" if exact else "; not an exact continuation, see the warning above",
         )
         return step
 
@@ -269,14 +261,38 @@ class Runner:
 
     def evaluate(self) -> evaluation.Evaluation:
         """`eval_episodes` episodes of the agent's evaluation policy, seeded by the step."""
-        step = self.state.env_steps
-        self.agent.seed_evaluation(self._eval_seed + step)
+        step, agent = self.state.env_steps, self.agent
+        agent.seed_evaluation(self._eval_seed + step)
         return evaluation.evaluate(
             self.eval_env,
-            lambda observation: self.agent.act(observation[None], explore=False)[0],
+            lambda observation: agent.act(observation[None], explore=False)[0],
             self.eval_episodes,
             self._eval_seed,
             step,
+        )
+
+    def _evaluate_and_log(self, writers: SummaryWriters) -> None:
+        result = self.evaluate()
+        self.eval_returns.append((result.step, result.mean_return))
+        best = self.state.best_eval_return
+        best = result.mean_return if best is None else max(best, result.mean_return)
+        self.state.best_eval_return = best
+        writers.scalars(
+            "eval",
+            result.step,
+            {
+                "eval/episode_return": result.mean_return,
+                "eval/episode_return_std": result.std_return,
+                "eval/episode_length": result.mean_length,
+                "eval/best_episode_return": best,
+            },
+        )
+        logging.info(
+            "eval at step %d: return %.1f +- %.1f (best so far %.1f)",
+            result.step,
+            result.mean_return,
+            result.std_return,
+            best,
         )
 
     # ----- the schedule ------------------------------------------------------------------------
@@ -303,7 +319,7 @@ class Runner:
             return self.eval_returns
         for schedule in self.schedules:
             logging.info("Learning rate (train/learning_rate): %s.", schedule.describe())
-        texts = dict(texts or {})
+        texts = {**(texts or {}), **self.driver.texts()}
         if self.schedules:
             texts["learning_rate_schedule"] = "\n\n".join(s.describe() for s in self.schedules)
         writers = self.run_directory.open_writers(self.restored_step, texts, hparams)
@@ -325,19 +341,15 @@ class Runner:
         checkpoint = Cadence(self.checkpoint_interval, state.env_steps)
         progress = _Progress(state.env_steps)
         while state.env_steps < self.num_steps and self.stop_requested is None:
-            ended = self.loop.step()
-            state.env_steps += self.num_envs
+            until = min(self.num_steps, log.next, histogram.next, evaluation.next, checkpoint.next)
+            advanced = self.driver.advance(state.env_steps, until, self._stop_is_requested)
+            state.env_steps = advanced.env_steps
             start = time.perf_counter()
-            if self._environment_steps is not None:  # read by learning-rate schedules
-                self._environment_steps.assign(state.env_steps)
-            metrics, health = self.agent.update()
-            self.seconds["learner"] += time.perf_counter() - start
-            if health.gradient_steps:
-                self._account(metrics, health)
-            start = time.perf_counter()
+            for step, ended in advanced.episodes:
+                self._log_episodes(writers, step, ended, progress)
+            if advanced.health != Health():
+                self._account(advanced.health, advanced.last_update)
             last = state.env_steps >= self.num_steps
-            if ended is not None:
-                self._log_episodes(writers, ended, progress)
             if log.due(state.env_steps) or last:
                 self._log_progress(writers, progress)
             if histogram.due(state.env_steps):
@@ -354,6 +366,9 @@ class Runner:
         if self.stop_requested is not None:
             self._stop(writers)
 
+    def _stop_is_requested(self) -> bool:
+        return self.stop_requested is not None
+
     def _stop(self, writers: SummaryWriters) -> None:
         """Checkpoints the step reached (unless it just did) and says where the run stopped."""
         if self.state.last_checkpoint_step != self.state.env_steps:
@@ -365,30 +380,26 @@ class Runner:
             self.checkpoint_cost[0] if self.checkpoint_cost else 0.0,
         )
 
-    def _account(self, metrics: Metrics, health: Health) -> None:
-        """Stops on a NaN/inf loss or gradient (unless skipping them) or variable (always).
-
-        A call whose every step was skipped has no metrics worth logging (they would read 0).
-        """
+    def _account(self, health: Health, last_update: Health) -> None:
+        """Counts the updates; stops on a NaN/inf loss or gradient (unless skipping them) or
+        variable (always), naming what the last update did."""
         state = self.state
         state.gradient_steps += health.gradient_steps
         state.applied_updates += health.applied_updates
         state.skipped_nonfinite_steps += health.nonfinite_steps
         state.interval_gradient_steps += health.gradient_steps
         state.interval_skipped_steps += health.nonfinite_steps
-        self._check_finite(health)
-        if health.nonfinite_steps < health.gradient_steps:
-            self._unlogged = metrics
+        self._check_finite(last_update)
 
     def _log_episodes(
-        self, writers: SummaryWriters, ended: EndedEpisodes, progress: "_Progress"
+        self, writers: SummaryWriters, step: int, ended: EndedEpisodes, progress: "_Progress"
     ) -> None:
         """One point per tag per step, however many sub-environments ended an episode in it."""
         self.state.episodes += len(ended.returns)
         progress.returns.extend(ended.returns.tolist())
         writers.pending_scalars(
             "train",
-            self.state.env_steps,
+            step,
             {
                 "train/episode_return": float(ended.returns.mean()),
                 "train/episode_length": float(ended.lengths.mean()),
@@ -397,21 +408,22 @@ class Runner:
         )
 
     def _log_progress(self, writers: SummaryWriters, progress: "_Progress") -> None:
-        """The latest learner metrics, counters, throughput and policy diagnostics."""
-        step = self.state.env_steps
+        """The driver's metrics, the runner's counters, throughput and policy diagnostics."""
+        state, step = self.state, self.state.env_steps
         now = time.perf_counter()
         speed = (step - progress.last_step) / (now - progress.last_time)
-        scalars = {name: float(value) for name, value in self._unlogged.items()}
+        scalars = self.driver.take_metrics()
         scalars.update(
-            steps_per_second=speed,
-            episodes=self.state.episodes,
-            gradient_steps=self.state.gradient_steps,
-            applied_updates=self.state.applied_updates,
+            {
+                "train/steps_per_second": speed,
+                "train/episodes": state.episodes,
+                "train/gradient_steps": state.gradient_steps,
+                "train/applied_updates": state.applied_updates,
+            }
         )
-        if self.state.skipped_nonfinite_steps or step >= self.num_steps:  # noise when zero
-            scalars["skipped_nonfinite_steps"] = self.state.skipped_nonfinite_steps
-        scalars = {f"train/{name}": value for name, value in scalars.items()}
-        scalars.update(self.agent.diagnostics(self.loop.observations[0]))
+        if state.skipped_nonfinite_steps or step >= self.num_steps:  # noise when zero
+            scalars["train/skipped_nonfinite_steps"] = state.skipped_nonfinite_steps
+        scalars.update(self.driver.diagnostics())
         writers.scalars("train", step, scalars)
         recent = np.mean(progress.returns) if progress.returns else float("nan")
         logging.info(
@@ -423,16 +435,8 @@ class Runner:
             speed,
         )
         progress.last_step, progress.last_time = step, now
-        self._unlogged = {}
         self._check_skipped_fraction()
-        self.state.interval_gradient_steps = self.state.interval_skipped_steps = 0
-
-    def _evaluate_and_log(self, writers: SummaryWriters) -> None:
-        result = self.evaluate()
-        self.eval_returns.append((result.step, result.mean_return))
-        self.state.best_eval_return = evaluation.record(
-            writers, result, self.state.best_eval_return
-        )
+        state.interval_gradient_steps = state.interval_skipped_steps = 0
 
     def _check_finite(self, health: Health) -> None:
         step = self.state.env_steps
@@ -445,9 +449,9 @@ class Runner:
             bad, total = health.nonfinite_steps, health.gradient_steps
             self._raise_nonfinite(
                 f"Non-finite {culprit} at environment step {step}: {bad} of the {total} gradient "
-                "steps of this learner call had a NaN or inf (or a gradient norm beyond "
-                f"float32's range) and were not applied; the other "
-                f"{total - bad} were ({health.applied_updates} optimizer updates)."
+                "steps of this update had a NaN or inf (or a gradient norm beyond float32's "
+                f"range) and were not applied; the other {total - bad} were "
+                f"({health.applied_updates} optimizer updates)."
             )
 
     def _check_skipped_fraction(self) -> None:
@@ -475,11 +479,11 @@ class Runner:
         )
 
     def time_split(self) -> dict[str, float]:
-        """Seconds spent so far in each part of a training step, for the benchmark."""
-        return {**self.loop.seconds, **self.seconds}
+        """Seconds spent so far in each part of training, for the benchmark."""
+        return {**self.driver.time_split(), **self.seconds}
 
     def close(self) -> None:
-        self.loop.close()
+        self.driver.close()
         self.eval_env.close()
 
 

@@ -1,4 +1,8 @@
-"""TensorBoard output: one writer per split, and continuous curves across resumes."""
+"""TensorBoard output: one writer per split, and continuous curves across resumes.
+
+The only code that writes event files; which folder each split goes to is the run folder's
+decision (`framework/run_directory.py`), handed in as a mapping from split to folder.
+"""
 
 import dataclasses
 import glob
@@ -6,6 +10,7 @@ import itertools
 import os
 import socket
 import time
+from collections.abc import Mapping, Sequence
 
 import tensorflow as tf
 from absl import logging
@@ -15,11 +20,12 @@ from tensorboard.plugins.hparams import api as hp
 from tensorboard.plugins.scalar import metadata as scalar_metadata
 from tensorboard.plugins.text import summary_v2 as text_summary
 
-from framework import run_directory
+from framework import atomic_files
 from framework.event_reader import read_events
 
-# "" is the run folder itself: it holds the run's HParams session, whose metrics live in eval/.
+# The streams a run writes: "" holds its HParams session (whose metrics live in "eval").
 SPLITS = ("", "train", "eval")
+Folders = Mapping[str, str]  # split -> the folder of its event files
 _PENDING_SUFFIX = ".pending"  # no "tfevents" in the name: TensorBoard ignores it
 # The HParams dashboard's metrics: the final and the best evaluation return.
 HPARAMS_METRICS = (
@@ -38,7 +44,7 @@ class HParamsSession:
 
 
 class SummaryWriters:
-    """`train/` and `eval/` event files under a run's base directory; tags are written as given.
+    """An event file per split, in the folders given; tags are written as given.
 
     Every summary is TensorBoard's own proto (`scalar_pb`'s layout, `histogram_pb`, `text_pb`,
     `hparams_pb`) appended by TF's record writer: `tf.summary`'s ops cost ~0.4 ms a tag eagerly
@@ -47,8 +53,8 @@ class SummaryWriters:
     `flush`, `sync` or `close`: per-episode points then cost a list append each.
     """
 
-    def __init__(self, base_dir: str):
-        self._files = {split: _EventFile(os.path.join(base_dir, split)) for split in SPLITS}
+    def __init__(self, folders: Folders):
+        self._files = {split: _EventFile(folders[split]) for split in SPLITS}
         # (split, tags) -> the steps and values held back
         self._pending: dict[tuple[str, tuple[str, ...]], list[tuple[int, list[float]]]] = {}
 
@@ -102,8 +108,8 @@ class SummaryWriters:
         checkpoint marks this step done."""
         self.flush()
         for file in self._files.values():
-            run_directory.fsync(file.path)
-            run_directory.fsync(os.path.dirname(file.path))
+            atomic_files.fsync(file.path)
+            atomic_files.fsync(os.path.dirname(file.path))
 
     def close(self) -> None:
         try:
@@ -153,18 +159,32 @@ class _EventFile:
         self._records.close()
 
 
-def set_aside_events(base_dir: str) -> None:
+def write_event_file(path: str, summaries: Sequence[tuple[int, summary_pb2.Summary]]) -> None:
+    """A whole event file of `(step, summary)`s at `path`, written atomically: what a sweep adds
+    to a folder (its HParams columns, a run's result) beside the runs' own streams."""
+    with atomic_files.atomic_path(path) as temp, tf.io.TFRecordWriter(temp) as records:
+        now = time.time()
+        records.write(
+            event_pb2.Event(wall_time=now, file_version="brain.Event:2").SerializeToString()
+        )
+        for step, summary in summaries:
+            event = event_pb2.Event(wall_time=now, step=step)
+            event.summary.ParseFromString(summary.SerializeToString())  # TF's or TB's proto
+            records.write(event.SerializeToString())
+
+
+def set_aside_events(folders: Folders, target: str) -> None:
     """A run starting from scratch in a folder with event files (an earlier start that never
-    completed a checkpoint, or a reused folder) moves them to `discarded/<time>/`, not away,
-    renamed so that neither TensorBoard nor an event reader takes them for a run's events."""
+    completed a checkpoint, or a reused folder) moves them to `target`, not away, renamed so
+    that neither TensorBoard nor an event reader takes them for a run's events."""
     originals = [
-        path for split in SPLITS for path in glob.glob(os.path.join(base_dir, split, "*tfevents*"))
+        (split, path)
+        for split in SPLITS
+        for path in glob.glob(os.path.join(folders[split], "*tfevents*"))
     ]
     if not originals:
         return
-    target = os.path.join(base_dir, "discarded", time.strftime("%Y%m%d-%H%M%S"))
-    for path in originals:
-        split = os.path.relpath(os.path.dirname(path), base_dir)
+    for split, path in originals:
         _set_aside(path, os.path.join(target, split))
     logging.warning("Starting afresh: moved the earlier event files to %s.", target)
 
@@ -176,19 +196,19 @@ def _set_aside(path: str, folder: str) -> None:
     os.replace(path, os.path.join(folder, name))
 
 
-def supersede_events_after(base_dir: str, step: int) -> None:
+def supersede_events_after(folders: Folders, step: int, damaged: str) -> None:
     """Drops every logged event with a step after `step`, the step a run resumes from.
 
     What a killed run logged after its last checkpoint is logged again by the resumed run, so
     keeping it would give TensorBoard (and the analysis) two values at the same step. Each
     split's files are merged into one filtered file, written atomically under a pending name
-    (the commit point: `run_directory.atomic_path`); only then are the old files removed and
+    (the commit point: `atomic_files.atomic_path`); only then are the old files removed and
     the pending one named as an event file. A crash at any point leaves either the
     old files or the complete filtered copy, never neither. A file with a damaged record (not
-    just a torn end) is moved to `discarded/`, never deleted.
+    just a torn end) is moved to `damaged/<split>`, never deleted.
     """
     for split in SPLITS:
-        directory = os.path.join(base_dir, split)
+        directory = folders[split]
         pending = os.path.join(directory, f"events.merged{_PENDING_SUFFIX}")
         final = os.path.join(directory, f"events.out.tfevents.{step:012d}.resumed")
         originals = sorted(glob.glob(os.path.join(directory, "*tfevents*")))
@@ -199,12 +219,12 @@ def supersede_events_after(base_dir: str, step: int) -> None:
             originals = [final]
         if not originals:
             continue
-        kept, damaged = [], []
+        kept, unreadable = [], []
         for path in originals:
             events, intact = read_events(path)
             kept += [e for e in events if e.step <= step or e.HasField("file_version")]
             if not intact:
-                damaged.append(path)
+                unreadable.append(path)
         kept.sort(key=lambda event: (event.step, event.wall_time))
         # TensorBoard's readers drop what a file logged after a START at an earlier step.
         kept.append(
@@ -214,12 +234,12 @@ def supersede_events_after(base_dir: str, step: int) -> None:
                 session_log=event_pb2.SessionLog(status=event_pb2.SessionLog.START),
             )
         )
-        with run_directory.atomic_path(pending) as temp, tf.io.TFRecordWriter(temp) as writer:
+        with atomic_files.atomic_path(pending) as temp, tf.io.TFRecordWriter(temp) as writer:
             for event in kept:
                 writer.write(event.SerializeToString())
         for path in originals:
-            if path in damaged:
-                _set_aside(path, os.path.join(base_dir, "discarded", "damaged", split))
+            if path in unreadable:
+                _set_aside(path, os.path.join(damaged, split))
             else:
                 os.remove(path)
         os.replace(pending, final)

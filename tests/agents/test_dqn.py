@@ -141,7 +141,7 @@ def test_pong_pixel_path_runs(tmp_path):
             "FrameReplay.capacity = 1000",
         ],
     )
-    assert isinstance(runner.loop.envs.single_action_space, gym.spaces.Discrete)
+    assert isinstance(runner.driver.loop.envs.single_action_space, gym.spaces.Discrete)
     assert isinstance(runner.agent.replay, FrameReplay)  # each frame stored once
     stored = runner.agent.replay.sample(4, np.random.default_rng(0))["observation"]
     assert stored.dtype == np.uint8 and stored.shape == (4, 80, 80, 4)

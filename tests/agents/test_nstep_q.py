@@ -1,7 +1,8 @@
 """n-step Q-learning: the loss against returns worked out step by step (cut at terminations,
 bootstrapped from the target network where truncated and at the rollout's end), no gradient
 into the target network, each worker's final epsilon, and asynchronous n-step Q-learning on
-A3C's workers: pulls bring the target network too, and the global learner moves it."""
+the asynchronous driver's workers: pulls bring the target network too, and the global learner
+moves it."""
 
 import gin
 import gymnasium as gym
@@ -10,10 +11,9 @@ import pytest
 import tensorflow as tf
 
 import experiments
-from agents.a3c import A3C
 from agents.nstep_q import NStepQAgent
-from framework import config
 from framework.parts.losses import TDMSELoss
+from framework.runner import Runner
 
 CONFIG = "gin_configs/a3c/cartpole_nstep_q.gin"
 OBSERVATIONS = gym.spaces.Box(-1.0, 1.0, (3,), np.float32)
@@ -88,26 +88,18 @@ def test_each_agent_draws_its_final_epsilon_and_anneals_to_it():
         _agent(final_epsilons=(0.1, 0.2), final_epsilon_probs=(1.0,))
 
 
-def _a3c(base_dir, bindings=()) -> A3C:
-    gin.clear_config()
-    config.parse(
-        [CONFIG],
-        [
-            "A3C.backend = @RoundRobin",
-            "A3C.log_interval = 100",
-            *bindings,
-        ],
-    )
-    return A3C(str(base_dir))
+def _bindings(bindings=()) -> list[str]:
+    return ["AsynchronousDriver.backend = @RoundRobin", "Runner.log_interval = 100", *bindings]
 
 
 def test_a_pull_brings_online_and_target_and_the_global_learner_moves_the_target(tmp_path):
-    a3c = _a3c(tmp_path, ["HardUpdate.period = 3"])
-    global_agent, worker = a3c.global_agent, a3c.backend.workers[1]
+    runner = experiments.build([CONFIG], _bindings(["HardUpdate.period = 3"]), str(tmp_path)).runner
+    driver, global_agent = runner.driver, runner.agent
+    worker = driver.backend.workers[1]
     initial_target = [w.numpy() for w in global_agent.target.weights]
     for push in range(1, 4):
-        a3c._pull(1)
-        a3c._apply(1, worker.work())
+        driver._pull(1)
+        driver._apply(1, worker.work(), env_steps=20 * push)
         moved = any(
             not np.array_equal(w.numpy(), v)
             for w, v in zip(global_agent.target.weights, initial_target, strict=True)
@@ -117,37 +109,40 @@ def test_a_pull_brings_online_and_target_and_the_global_learner_moves_the_target
         global_agent.online.weights, global_agent.target.weights, strict=True
     ):
         np.testing.assert_array_equal(online.numpy(), target.numpy())
-    a3c._pull(1)
+    driver._pull(1)
     for local, shared in zip(
         worker.agent.shared_variables, global_agent.shared_variables, strict=True
     ):
         np.testing.assert_array_equal(local.numpy(), shared.numpy())
-    a3c.close()
+    runner.close()
 
 
 def test_round_robin_resume_is_exact_for_online_target_optimizer_and_workers(tmp_path):
-    def train(folder, num_steps):
-        bindings = [f"A3C.num_steps = {num_steps}", "HardUpdate.period = 2"]
-        return experiments.run(experiments.PreparedRun(_a3c(folder, bindings), "test")).runner
+    def train(folder, num_steps) -> Runner:
+        bindings = _bindings([f"Runner.num_steps = {num_steps}", "HardUpdate.period = 2"])
+        return experiments.train([CONFIG], bindings, str(folder)).runner
 
     whole = train(tmp_path / "whole", 1200)
     train(tmp_path / "resumed", 560)  # stops mid-way, with a checkpoint at 560
     resumed = train(tmp_path / "resumed", 1200)
-    assert resumed.restored_step == 560 and whole.state.global_updates == 1200 // 20
-    for a, b in zip(
-        whole.global_agent.shared_variables, resumed.global_agent.shared_variables, strict=True
-    ):
+    assert resumed.restored_step == 560 and whole.driver.counters.global_updates == 1200 // 20
+    for a, b in zip(whole.agent.shared_variables, resumed.agent.shared_variables, strict=True):
         np.testing.assert_array_equal(a.numpy(), b.numpy())  # online and target networks
-    optimizers = [run.learner.groups[0].optimizer.variables for run in (whole, resumed)]
+    optimizers = [run.agent.learner.groups[0].optimizer.variables for run in (whole, resumed)]
     for a, b in zip(*optimizers, strict=True):
         np.testing.assert_array_equal(a.numpy(), b.numpy())
-    for a, b in zip(whole.backend.workers, resumed.backend.workers, strict=True):
+    workers = (whole.driver.backend.workers, resumed.driver.backend.workers)
+    for a, b in zip(*workers, strict=True):
         assert a.agent.steps == b.agent.steps  # each worker's epsilon schedule, restored
 
 
 def test_asynchronous_n_step_q_learning_improves_on_cartpole(tmp_path):
-    bindings = ["A3C.num_steps = 40000", "A3C.eval_interval = 5000", "A3C.eval_episodes = 3"]
-    runner = experiments.run(experiments.PreparedRun(_a3c(tmp_path, bindings), "test")).runner
+    bindings = [
+        "Runner.num_steps = 40000",
+        "Runner.eval_interval = 5000",
+        "Runner.eval_episodes = 3",
+    ]
+    runner = experiments.train([CONFIG], _bindings(bindings), str(tmp_path)).runner
     # A uniformly random policy averages ~22 steps on CartPole-v1 (its greedy one about 10).
     assert max(value for _, value in runner.eval_returns) > 150, runner.eval_returns
 

@@ -26,13 +26,16 @@ def command(base_dir, gin_file: str, bindings=()) -> list[str]:
     return args + [f"--gin_bindings={b}" for b in bindings]
 
 
-def start(base_dir, gin_file: str, bindings=()) -> subprocess.Popen:
+def start(base_dir, gin_file: str, bindings=(), own_group: bool = False) -> subprocess.Popen:
+    """The run in a subprocess; with `own_group`, in a process group of its own, which a test
+    can signal as a terminal's Ctrl-C signals its foreground group."""
     return subprocess.Popen(
         command(base_dir, gin_file, bindings),
         cwd=REPO_ROOT,
         stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE,
         text=True,
+        start_new_session=own_group,
     )
 
 

@@ -1,16 +1,6 @@
-"""The benchmark script's helpers: what `--num_steps` binds, and tables for every trainer."""
-
-import pytest
+"""The benchmark script's tables, for the synchronous and the asynchronous driver."""
 
 from experiments import benchmark
-
-
-@pytest.mark.parametrize(
-    ("gin_file", "trainer"),
-    [("gin_configs/a3c/cartpole.gin", "A3C"), ("gin_configs/dqn/cartpole.gin", "Runner")],
-)
-def test_num_steps_binds_the_class_that_trains_the_config(gin_file, trainer):
-    assert benchmark.num_steps_binding(gin_file, 1234) == f"{trainer}.num_steps = 1234"
 
 
 def _result(split: dict, gradient_steps: int) -> dict:
@@ -30,7 +20,7 @@ def _result(split: dict, gradient_steps: int) -> dict:
     }
 
 
-def test_the_summary_reads_runner_and_a3c_results():
+def test_the_summary_reads_both_drivers_results():
     runner = benchmark.summarize(
         "dqn.gin", [_result({"learner": 5.0, "environment": 2.0}, 5001)], 475
     )

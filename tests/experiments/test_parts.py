@@ -101,6 +101,8 @@ def test_every_part_of_a_shipped_config_is_listed_under_its_kind(gin_file, listi
         ("LinearSchedule", "Exploration"),
         ("make_env", "Environments"),
         ("Runner", "Runner"),
+        ("AsynchronousDriver", "Drivers (Runner.driver) and where asynchronous workers run"),
+        ("RoundRobin", "Drivers (Runner.driver) and where asynchronous workers run"),
         ("Learner", "Other"),
     ],
 )

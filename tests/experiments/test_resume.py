@@ -34,11 +34,25 @@ CASES = {
             "DQNAgent.gradient_steps = 16",
         ],
     ),
+    "a3c_round_robin": (  # the asynchronous driver with its workers in turn: deterministic
+        "gin_configs/a3c/cartpole.gin",
+        [
+            "AsynchronousDriver.backend = @RoundRobin",
+            "AsynchronousDriver.num_workers = 2",
+            "Runner.num_steps = 4000",
+            "Runner.checkpoint_interval = 1000",
+            "Runner.eval_interval = 1000",
+            "Runner.eval_episodes = 3",
+            "Runner.log_interval = 200",
+        ],
+    ),
 }
 
 
-@pytest.mark.parametrize("num_envs", [1, 8])
-@pytest.mark.parametrize("agent", sorted(CASES))
+@pytest.mark.parametrize(
+    ("agent", "num_envs"),
+    [("dqn", 1), ("dqn", 8), ("reinforce", 1), ("reinforce", 8), ("a3c_round_robin", 1)],
+)
 def test_killed_run_resumes_bitwise_identically(tmp_path, agent, num_envs):
     gin_file, bindings = CASES[agent]
     bindings = [*bindings, f"Runner.num_envs = {num_envs}"]

@@ -1,6 +1,8 @@
 """Pre-emption loses nothing: SIGTERM and SIGINT checkpoint the step reached and exit cleanly."""
 
 import concurrent.futures
+import glob
+import os
 import random
 import re
 import signal
@@ -84,3 +86,47 @@ def test_sigterm_and_sigint_checkpoint_the_step_reached_and_resume_bitwise(tmp_p
         weights = cli.final_weights(tmp_path / name)
         for key, value in expected_weights.items():
             np.testing.assert_array_equal(weights[key], value, err_msg=f"{name}: {key}")
+
+
+def test_ctrl_c_stops_the_processes_backend_with_a_checkpoint_and_resumes(tmp_path):
+    """A terminal's Ctrl-C reaches the whole foreground process group: the driver's worker
+    processes too. They must outlive it until the driver has saved, then go with it."""
+    gin_file = "gin_configs/a3c/cartpole.gin"
+    bindings = [
+        "AsynchronousDriver.backend = @Processes",
+        "AsynchronousDriver.num_workers = 2",
+        "Runner.num_steps = 3000",
+        "Runner.checkpoint_interval = 200",
+        "Runner.eval_interval = 3000",
+        "Runner.eval_episodes = 1",
+        "Runner.log_interval = 200",
+    ]
+    process = cli.start(tmp_path, gin_file, bindings, own_group=True)
+    cli.wait_for_first_checkpoint(process, tmp_path)
+    os.killpg(process.pid, signal.SIGINT)
+    _, stderr = process.communicate(timeout=120)
+    assert process.returncode == 130, stderr[-3000:]
+    assert "Traceback" not in stderr and "BrokenProcessPool" not in stderr, stderr[-3000:]
+    stopped = re.search(r"stopped by SIGINT at environment step (\d+); its checkpoint", stderr)
+    assert stopped, stderr[-2000:]
+    step = int(stopped.group(1))
+    assert complete_steps(str(tmp_path / "checkpoints"))[0] == step < 3000
+    assert not _running_in_group(process.pid)  # no worker outlived the driver
+    resumed = cli.finish(cli.start(tmp_path, gin_file, bindings))
+    assert f"at environment step {step} " in resumed
+    assert read_scalars(tmp_path)["eval/episode_return"][-1][0] >= 3000
+
+
+def _running_in_group(group: int) -> list[int]:
+    """Processes of process group `group` that still run (zombies waiting to be reaped by
+    init are gone for good and do not count)."""
+    running = []
+    for path in glob.glob("/proc/[0-9]*/stat"):
+        try:
+            with open(path) as f:
+                state, _, process_group = f.read().rsplit(")", 1)[1].split()[:3]
+        except (OSError, ValueError):  # it ended while we looked
+            continue
+        if int(process_group) == group and state != "Z":
+            running.append(int(path.split("/")[2]))
+    return running

@@ -10,14 +10,20 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from framework import checkpointing, run_directory
-from framework.checkpointing import FORMAT_VERSION, CheckpointError, CheckpointStore
+from framework import atomic_files, checkpointing
+from framework.checkpointing import FORMAT_VERSION, CheckpointError
 
 
 class _Counter(tf.Module):
     def __init__(self, value: int):
         super().__init__()
         self.count = tf.Variable(value, dtype=tf.int64)
+
+
+def _store(directory: str, max_to_keep: int = 3) -> checkpointing.CheckpointStore:
+    """A store whose damaged checkpoints go to `damaged/` inside it."""
+    damaged = os.path.join(directory, "damaged")
+    return checkpointing.CheckpointStore(directory, damaged, max_to_keep)
 
 
 def _state(seed: int) -> dict:
@@ -83,7 +89,7 @@ def _damage(path: str, how: str) -> None:
 
 
 def test_round_trip_restores_every_leaf_kind_bitwise(tmp_path):
-    store = CheckpointStore(str(tmp_path))
+    store = _store(str(tmp_path))
     saved = _state(1)
     assert store.save(7, saved) > 0
     state = _state(2)
@@ -95,7 +101,7 @@ def test_round_trip_restores_every_leaf_kind_bitwise(tmp_path):
 
 
 def test_nothing_saved_restores_nothing(tmp_path):
-    assert CheckpointStore(str(tmp_path)).restore_latest(_state(1)) is None
+    assert _store(str(tmp_path)).restore_latest(_state(1)) is None
 
 
 @pytest.mark.parametrize(
@@ -108,7 +114,7 @@ def test_nothing_saved_restores_nothing(tmp_path):
     ],
 )
 def test_damaged_newest_falls_back_to_previous_and_is_moved_aside(tmp_path, pattern, how, caplog):
-    store = CheckpointStore(str(tmp_path))
+    store = _store(str(tmp_path))
     first = _state(1)
     store.save(1, first)
     store.save(2, _state(2))
@@ -127,7 +133,7 @@ def test_damaged_newest_falls_back_to_previous_and_is_moved_aside(tmp_path, patt
 
 
 def test_no_usable_checkpoint_is_an_error_that_moves_nothing(tmp_path):
-    store = CheckpointStore(str(tmp_path))
+    store = _store(str(tmp_path))
     store.save(1, _state(1))
     store.save(2, _state(2))
     for path in glob.glob(str(tmp_path / "*.arrays.npz")):
@@ -140,7 +146,7 @@ def test_no_usable_checkpoint_is_an_error_that_moves_nothing(tmp_path):
 
 
 def test_a_structure_mismatch_is_a_problem_named_by_key_path(tmp_path):
-    store = CheckpointStore(str(tmp_path))
+    store = _store(str(tmp_path))
     store.save(1, _state(1))
     state = _state(2)
     state["replay"]["rewards"] = np.zeros(5)  # an extra key path
@@ -152,7 +158,7 @@ def test_a_structure_mismatch_is_a_problem_named_by_key_path(tmp_path):
 
 
 def test_an_unsavable_leaf_fails_before_anything_is_written(tmp_path):
-    store = CheckpointStore(str(tmp_path))
+    store = _store(str(tmp_path))
     state = {"runner": {"when": object()}}
     with pytest.raises(TypeError, match="runner/when"):
         store.save(1, state)
@@ -160,7 +166,7 @@ def test_an_unsavable_leaf_fails_before_anything_is_written(tmp_path):
 
 
 def test_only_the_newest_max_to_keep_are_kept(tmp_path):
-    store = CheckpointStore(str(tmp_path), max_to_keep=2)
+    store = _store(str(tmp_path), max_to_keep=2)
     for step in range(1, 5):
         store.save(step, _state(step))
     assert store.complete_steps() == [4, 3]
@@ -176,23 +182,23 @@ def test_an_older_format_is_refused_without_reading_or_moving_anything(tmp_path)
     (tmp_path / "ckpt-5.complete").write_text(json.dumps(marker))
     before = _listing(tmp_path)
     with pytest.raises(CheckpointError, match="older layout") as error:
-        CheckpointStore(str(tmp_path)).restore_latest(_state(1))
+        _store(str(tmp_path)).restore_latest(_state(1))
     assert "format 1" in str(error.value) and "new --base_dir" in str(error.value)
     assert _listing(tmp_path) == before
 
 
 def test_a_crash_between_data_and_marker_leaves_the_previous_one_restorable(tmp_path, monkeypatch):
-    store = CheckpointStore(str(tmp_path))
+    store = _store(str(tmp_path))
     first = _state(1)
     store.save(1, first)
-    write = run_directory.atomic_write
+    write = atomic_files.atomic_write
 
     def killed_before_marker(path, data):
         if path.endswith(".complete"):
             raise KeyboardInterrupt  # the process dies here
         write(path, data)
 
-    monkeypatch.setattr(checkpointing.run_directory, "atomic_write", killed_before_marker)
+    monkeypatch.setattr(checkpointing.atomic_files, "atomic_write", killed_before_marker)
     with pytest.raises(KeyboardInterrupt):
         store.save(2, _state(2))
     monkeypatch.undo()

@@ -10,7 +10,8 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from framework.learner import HEALTH_FIELDS, Health, Learner, UpdateGroup, copy_variables
+from framework.agent import HEALTH_FIELDS, Health
+from framework.learner import Learner, UpdateGroup, copy_variables
 from framework.parts.gradient_processors import Accumulate, Chain, ClipByGlobalNorm
 from framework.parts.target_updaters import HardUpdate, SoftUpdate
 

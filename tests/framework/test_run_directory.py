@@ -8,13 +8,13 @@ import re
 import numpy as np
 import pytest
 
+from framework.atomic_files import atomic_path, atomic_write
 from framework.event_reader import read_scalars
-from framework.run_directory import RunDirectory, RunFolderBusyError, atomic_path, atomic_write
-from framework.summaries import SummaryWriters
+from framework.run_directory import RunDirectory, RunFolderBusyError
 
 
 def _log(base_dir, steps) -> None:
-    writers = SummaryWriters(str(base_dir))
+    writers = RunDirectory(str(base_dir)).open_writers(None)
     for step in steps:
         writers.scalars("train", step, {"train/x": float(step)})
     writers.close()

@@ -7,11 +7,27 @@ import pytest
 import tensorflow as tf
 
 from framework.event_reader import read_events, read_scalars
-from framework.summaries import SummaryWriters, set_aside_events, supersede_events_after
+from framework.summaries import (
+    SPLITS,
+    SummaryWriters,
+    set_aside_events,
+    supersede_events_after,
+)
+
+
+def _folders(base_dir) -> dict[str, str]:
+    """The layout a run folder gives: the HParams split at its top, train/ and eval/ below."""
+    return {split: os.path.join(str(base_dir), split) for split in SPLITS}
+
+
+def _supersede(base_dir, step: int) -> None:
+    supersede_events_after(
+        _folders(base_dir), step, os.path.join(str(base_dir), "discarded", "damaged")
+    )
 
 
 def _log(base_dir, steps) -> None:
-    writers = SummaryWriters(str(base_dir))
+    writers = SummaryWriters(_folders(base_dir))
     for step in steps:
         writers.scalars("train", step, {"train/x": float(step)})
     writers.close()
@@ -22,7 +38,7 @@ def _event_files(base_dir, split="train") -> list[str]:
 
 
 def test_pending_points_are_written_in_step_order_before_the_next_write_and_on_close(tmp_path):
-    writers = SummaryWriters(str(tmp_path))
+    writers = SummaryWriters(_folders(tmp_path))
     for step in (3, 5):  # e.g. episodes that ended at these steps
         writers.pending_scalars("train", step, {"train/r": step / 10, "train/n": 1})
     writers.pending_scalars("eval", 4, {"eval/r": 0.4})
@@ -50,7 +66,7 @@ def test_pending_points_are_written_in_step_order_before_the_next_write_and_on_c
 
 def test_supersede_keeps_steps_up_to_the_resume_step_then_logging_continues(tmp_path):
     _log(tmp_path, range(1, 11))  # a killed run got to step 10; its checkpoint was at 5
-    supersede_events_after(str(tmp_path), 5)
+    _supersede(tmp_path, 5)
     _log(tmp_path, range(6, 9))  # the resumed run logs 6, 7, 8 again
     steps = [step for step, _ in read_scalars(str(tmp_path))["train/x"]]
     assert sorted(steps) == list(range(1, 9))
@@ -63,7 +79,7 @@ def test_a_torn_last_record_is_normal_and_the_rest_is_kept(tmp_path):
         f.truncate(os.path.getsize(path) - 7)  # the last record loses its end
     _, intact = read_events(path)
     assert intact
-    supersede_events_after(str(tmp_path), 100)
+    _supersede(tmp_path, 100)
     steps = [step for step, _ in read_scalars(str(tmp_path))["train/x"]]
     assert steps == list(range(1, 10))
     assert not glob.glob(str(tmp_path / "discarded" / "**" / "*tfevents*"), recursive=True)
@@ -80,7 +96,7 @@ def test_a_damaged_record_moves_the_file_aside_instead_of_deleting_it(tmp_path):
         f.write(bytes([byte[0] ^ 0xFF]))
     _, intact = read_events(path)
     assert not intact
-    supersede_events_after(str(tmp_path), 100)
+    _supersede(tmp_path, 100)
     (kept,) = glob.glob(str(tmp_path / "discarded" / "damaged" / "train" / "*set-aside-events*"))
     assert os.path.getsize(kept) == size
 
@@ -89,11 +105,11 @@ def test_a_committed_merge_is_completed_by_the_next_start(tmp_path):
     _log(tmp_path, range(1, 11))
     pending = tmp_path / "train" / "events.merged.pending"
     # Simulate a start that wrote and committed its filtered copy, then died.
-    supersede_events_after(str(tmp_path), 4)
+    _supersede(tmp_path, 4)
     (merged,) = _event_files(tmp_path)
     os.replace(merged, pending)
     _log(tmp_path, [])  # an unrelated empty file beside it, as a crashed writer may leave
-    supersede_events_after(str(tmp_path), 4)
+    _supersede(tmp_path, 4)
     assert not pending.exists()
     steps = [step for step, _ in read_scalars(str(tmp_path))["train/x"]]
     assert steps == [1, 2, 3, 4]
@@ -103,7 +119,7 @@ def test_a_fresh_start_sets_earlier_events_aside(tmp_path):
     _log(tmp_path, range(1, 4))
     (path,) = _event_files(tmp_path)
     size = os.path.getsize(path)
-    set_aside_events(str(tmp_path))
+    set_aside_events(_folders(tmp_path), str(tmp_path / "discarded" / "fresh"))
     assert _event_files(tmp_path) == []
     (moved,) = glob.glob(str(tmp_path / "discarded" / "*" / "train" / "*set-aside-events*"))
     assert os.path.getsize(moved) == size
@@ -115,7 +131,7 @@ def test_tensorboard_reads_every_kind_of_summary_written(tmp_path):
     """The writer builds TensorBoard's protos itself: TensorBoard's own loader must read them."""
     from tensorboard.backend.event_processing import plugin_event_accumulator
 
-    writers = SummaryWriters(str(tmp_path))
+    writers = SummaryWriters(_folders(tmp_path))
     writers.scalars("train", 7, {"train/loss": 2.5, "train/epsilon": 0.1})
     weights = tf.Variable(tf.reshape(tf.range(12, dtype=tf.float32), [3, 4]))
     writers.histograms(7, {"dense/kernel": weights})

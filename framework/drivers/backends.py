@@ -1,30 +1,32 @@
-"""Where asynchronous workers run: in turn, in threads, in processes, or as Ray actors.
+"""Where the asynchronous driver's workers run: in turn, in threads, in processes, or as Ray actors.
 
-A worker (A3C's, in `agents/a3c.py`) is any object with `work() -> WorkResult` (act until its
-gradient processor releases a push), `pull(values)` (take the global parameters) and
-`describe() -> dict`. A backend runs `num_workers` of them and hands their results to one
+A worker (`framework/drivers/asynchronous.py`) is any object with `work() -> WorkResult` (act
+until its gradient processor releases a push), `pull(values)` (take the global parameters) and
+`describe() -> dict`. A backend runs `num_workers` of them and hands their results to the
 driver, which applies each push to the global learner and tells the backend whether that
 worker pulls before its next `work`:
 
   - `RoundRobin`: one after the other in a fixed order, in the driver's thread. Deterministic:
-    the same seed gives the same weights, bitwise (the tests use it).
+    the same seed gives the same weights, bitwise, and a resumed run continues exactly.
   - `Threads` (the default): one thread per worker in this process. TensorFlow releases the
     GIL inside its ops, where a worker spends most of its time (a `compute_gradients` call,
     ~0.8-2 ms here, against ~35 us of Python per CartPole step), a pull copies the global
-    variables in one compiled call, and nothing is pickled or started. On the 2 shared cores
-    of the development machine (A3C CartPole config, 20k steps, load 5-7 from other work, so
-    +-30%) threads, processes and Ray actors all ran at ~2,000 steps/s steady with 2-4
-    workers, since the cores are the limit; but threads start in under a second, where each
-    process or actor first imports TensorFlow and traces its functions (4-13 s for 1-4
-    workers). With more cores than the GIL can feed, `Processes` or `RayActors` win.
+    variables in one compiled call, and nothing is pickled or started. On 2 cores threads,
+    processes and Ray actors all reach about the same speed, since the cores are the limit;
+    but threads start in under a second, where each process or actor first imports
+    TensorFlow and traces its functions (4-13 s for 1-4 workers). With more cores than the
+    GIL can feed, `Processes` or `RayActors` win.
   - `Processes`: one spawned process per worker (each imports TensorFlow and parses the
-    config again); gradients and parameters travel pickled.
+    config again); gradients and parameters travel pickled. The workers ignore SIGINT and
+    SIGTERM, so that a Ctrl-C at the terminal (which reaches the whole process group) stops
+    the driver with a checkpoint rather than killing its workers under it; they die with it.
   - `RayActors`: one Ray actor per worker (`pip install -e '.[ray]'`), on a local Ray or a
     cluster; `ray.init()` is called if nothing initialised Ray before.
 
-Gin bindings do not reach a spawned process or a Ray actor by themselves (gin#31): the driver
-gives each remote worker the whole parsed config (`gin.config_str()`: the files and every
-binding, the command line's included), which it parses again before building its worker.
+Gin bindings do not reach a spawned process or a Ray actor by themselves (gin#31): a remote
+worker gets the whole parsed config (`framework.config.Snapshot`: the files and every binding,
+the command line's included, and the modules that register its parts), which it parses again
+before building its worker.
 
 Asynchronous backends are not reproducible bitwise: which push the driver applies first
 depends on timing. Only `RoundRobin` is.
@@ -36,13 +38,17 @@ import concurrent.futures
 import dataclasses
 import math
 import multiprocessing
+import os
+import signal
 from collections.abc import Callable, Sequence
 from typing import Any
 
 import gin
 import numpy as np
 
-from framework.learner import Health
+from framework import processes
+from framework.agent import Health
+from framework.config import Snapshot
 
 Arrays = list[np.ndarray]
 
@@ -72,6 +78,9 @@ class _InProcess:
     def describe(self) -> list[dict]:
         return [worker.describe() for worker in self.workers]
 
+    def inexact_resume(self) -> str | None:
+        return _ASYNCHRONOUS_RESUME
+
     def pull(self, index: int, global_variables: Sequence) -> None:
         self.workers[index].pull(global_variables)
 
@@ -84,7 +93,7 @@ class _InProcess:
 class RoundRobin(_InProcess):
     """Every worker in turn, in index order, in the caller's thread: deterministic."""
 
-    def __init__(self, factory, arguments, config: str):
+    def __init__(self, factory, arguments, config: Snapshot):
         del config  # built in this process: the config is already parsed
         super().__init__(factory, arguments)
         self._next = 0
@@ -101,6 +110,10 @@ class RoundRobin(_InProcess):
         """Every worker is between two `work` calls: their states make an exact resume."""
         return {"next": self._next, "workers": [worker.state() for worker in self.workers]}
 
+    def inexact_resume(self) -> str | None:
+        problems = [worker.inexact_resume() for worker in self.workers]
+        return next((problem for problem in problems if problem), None)
+
     def load_states(self, states: dict) -> None:
         self._next = int(states["next"])
         for worker, state in zip(self.workers, states["workers"], strict=True):
@@ -111,10 +124,10 @@ class RoundRobin(_InProcess):
 class Threads(_InProcess):
     """One thread per worker; the driver applies pushes and pulls in its own thread."""
 
-    def __init__(self, factory, arguments, config: str):
+    def __init__(self, factory, arguments, config: Snapshot):
         del config
         super().__init__(factory, arguments)
-        self._executor = concurrent.futures.ThreadPoolExecutor(len(self.workers), "a3c-worker")
+        self._executor = concurrent.futures.ThreadPoolExecutor(len(self.workers), "async-worker")
         self._futures: dict[concurrent.futures.Future, int] = {}
 
     def submit(self, index: int) -> None:
@@ -141,14 +154,13 @@ class RemoteWorker:
     config is parsed, so every name in it resolves.
     """
 
-    def __init__(self, config: str, factory: Callable[..., Any], arguments: tuple):
+    def __init__(self, config: Snapshot, factory: Callable[..., Any], arguments: tuple):
         import tensorflow as tf
 
         # Small networks: one op thread each, so that workers do not fight over the cores.
         tf.config.threading.set_intra_op_parallelism_threads(1)
         tf.config.threading.set_inter_op_parallelism_threads(1)
-        gin.clear_config()
-        gin.parse_config(config)
+        config.apply()
         self.worker = factory(*arguments)
 
     def work(self, values: Arrays | None) -> WorkResult:
@@ -184,11 +196,19 @@ class _Remote:
     def states(self) -> None:
         return None
 
+    def inexact_resume(self) -> str | None:
+        return _ASYNCHRONOUS_RESUME
+
 
 _PROCESS_WORKER: RemoteWorker | None = None  # the one worker of a `Processes` child
 
 
-def _start_process_worker(config, factory, arguments) -> None:
+def _start_process_worker(parent_pid, config, factory, arguments) -> None:
+    """A `Processes` child: deaf to the terminal's Ctrl-C and to a process group's SIGTERM (the
+    driver stops it once it has saved), and killed if the driver dies without doing so."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    processes.die_with_parent(parent_pid, signal.SIGKILL)
     global _PROCESS_WORKER
     _PROCESS_WORKER = RemoteWorker(config, factory, arguments)
 
@@ -201,12 +221,15 @@ def _call_process_worker(method: str, *arguments):
 class Processes(_Remote):
     """One spawned process per worker (fork is unsafe once TensorFlow runs threads)."""
 
-    def __init__(self, factory, arguments, config: str):
+    def __init__(self, factory, arguments, config: Snapshot):
         super().__init__(len(arguments))
         context = multiprocessing.get_context("spawn")
         self._executors = [
             concurrent.futures.ProcessPoolExecutor(
-                1, context, initializer=_start_process_worker, initargs=(config, factory, args)
+                1,
+                context,
+                initializer=_start_process_worker,
+                initargs=(os.getpid(), config, factory, args),
             )
             for args in arguments
         ]
@@ -228,7 +251,7 @@ class RayActors(_Remote):
     """One Ray actor per worker. `num_cpus`: what each actor reserves (0.5 packs two workers
     on a core)."""
 
-    def __init__(self, factory, arguments, config: str, num_cpus: float = 1.0):
+    def __init__(self, factory, arguments, config: Snapshot, num_cpus: float = 1.0):
         import ray
 
         super().__init__(len(arguments))
@@ -239,9 +262,10 @@ class RayActors(_Remote):
         if round(len(arguments) * num_cpus * 1e4) > round(cpus * 1e4):
             fits = math.floor(cpus / len(arguments) * 1e4) / 1e4
             raise ValueError(
-                f"{len(arguments)} Ray actors (A3C.num_workers) of RayActors.num_cpus = "
-                f"{num_cpus} CPU each do not fit the Ray cluster's {cpus:g} CPUs: the run would "
-                f"hang waiting for them. Lower A3C.num_workers or RayActors.num_cpus (at most "
+                f"{len(arguments)} Ray actors (AsynchronousDriver.num_workers) of "
+                f"RayActors.num_cpus = {num_cpus} CPU each do not fit the Ray cluster's "
+                f"{cpus:g} CPUs: the run would hang waiting for them. Lower "
+                "AsynchronousDriver.num_workers or RayActors.num_cpus (at most "
                 f"{fits:g} for {len(arguments)} actors), or add nodes to the cluster."
             )
         actor = ray.remote(num_cpus=num_cpus)(RemoteWorker)
@@ -260,6 +284,13 @@ class RayActors(_Remote):
 
         for actor in self._actors:
             ray.kill(actor)
+
+
+_ASYNCHRONOUS_RESUME = (
+    "Asynchronous workers are mid-rollout at any moment, so a checkpoint holds the global "
+    "networks, optimizer and counters only: a resumed run starts fresh workers from them, not "
+    "an exact continuation (AsynchronousDriver.backend = @RoundRobin resumes exactly)."
+)
 
 
 def _first_done(futures: dict[concurrent.futures.Future, int]) -> tuple[int, WorkResult]:

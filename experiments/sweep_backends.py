@@ -1,0 +1,218 @@
+"""Where a sweep's runs train: fresh local processes (`--parallel` at once), or Ray Tune trials.
+Either way a run is `experiments.trial.run` on a `Task`, and its outcome goes into the record."""
+
+import dataclasses
+import datetime
+import multiprocessing
+import os
+import signal
+import sys
+import time
+
+import numpy as np
+
+from experiments import RunError
+from experiments.sweep_record import (
+    STATUS_RUNNING,
+    Sweep,
+    read_result,
+    write_run_result,
+)
+from experiments.trial import STATUS_FAILED, STATUS_FINISHED, STATUS_INTERRUPTED
+
+_PROGRESS_SECONDS = 30.0
+
+
+class Progress:
+    """Progress lines: runs finished, running, failed and pending, and an estimate of the time
+    left from the runs that ended in this invocation."""
+
+    def __init__(self, sweep: Sweep, parallel: int, out=sys.stdout):
+        self.sweep, self.parallel, self.out = sweep, parallel, out
+        self.start = time.monotonic()
+        self.durations: list[float] = []
+        self.last_line = 0.0
+
+    def line(self, force: bool = True) -> None:
+        if not force and time.monotonic() - self.last_line < _PROGRESS_SECONDS:
+            return
+        self.last_line = time.monotonic()
+        counts = {
+            status: sum(run["status"] == status for run in self.sweep.runs)
+            for status in (STATUS_FINISHED, STATUS_RUNNING, STATUS_FAILED)
+        }
+        left = len(self.sweep.runs) - sum(counts.values())
+        estimate = "time left unknown"
+        if self.durations:
+            remaining = left + counts[STATUS_RUNNING] / 2
+            seconds = np.mean(self.durations) * remaining / max(1, self.parallel)
+            estimate = f"~{_duration(seconds)} left"
+        print(
+            f"sweep: {counts[STATUS_FINISHED]}/{len(self.sweep.runs)} finished, "
+            f"{counts[STATUS_RUNNING]} running, {counts[STATUS_FAILED]} failed, {left} to run | "
+            f"{_duration(time.monotonic() - self.start)} elapsed, {estimate}",
+            file=self.out,
+            flush=True,
+        )
+
+
+def _duration(seconds: float) -> str:
+    seconds = round(seconds)
+    hours, rest = divmod(seconds, 3600)
+    return f"{hours}h{rest // 60:02d}m" if hours else f"{rest // 60}m{rest % 60:02d}s"
+
+
+def start_run(sweep: Sweep, run: dict) -> None:
+    sweep.run_folder(run).clear_result_events()
+    run["status"] = STATUS_RUNNING
+    run["attempts"] += 1
+    run["error"] = None
+
+
+def end_run(sweep: Sweep, run: dict, outcome: dict, seconds: float) -> None:
+    """Records a run's outcome; a run that ended (finished or failed) gets its final metrics."""
+    run["seconds"] = round(run["seconds"] + seconds, 3)
+    run["status"] = outcome["status"]
+    run["error"] = outcome.get("error")
+    if run["status"] in (STATUS_FINISHED, STATUS_FAILED):
+        run["result"] = read_result(sweep.run_folder(run))
+        write_run_result(sweep, run)
+
+
+def run_local(sweep: Sweep, todo: list[dict], parallel: int, progress: Progress) -> None:
+    """Each run in a fresh spawned process, `parallel` at once."""
+    from multiprocessing.connection import wait
+
+    from experiments import trial
+
+    context = multiprocessing.get_context("spawn")
+    queue = list(todo)
+    active: dict[int, tuple] = {}  # sentinel -> (process, connection, run, start)
+    try:
+        while queue or active:
+            while queue and len(active) < parallel:
+                run = queue.pop(0)
+                start_run(sweep, run)
+                receiver, sender = context.Pipe(duplex=False)
+                process = context.Process(
+                    target=trial.process_main,
+                    args=(sweep.task(run), sender, os.getpid()),
+                    name=f"sweep-{run['name']}",
+                )
+                process.start()
+                sender.close()
+                active[process.sentinel] = (process, receiver, run, time.monotonic())
+                sweep.write()
+                progress.line()
+            ready = wait(list(active), timeout=_PROGRESS_SECONDS)
+            for sentinel in ready:
+                process, receiver, run, start = active.pop(sentinel)
+                outcome = receiver.recv() if receiver.poll() else None
+                process.join()
+                receiver.close()
+                seconds = time.monotonic() - start
+                end_run(sweep, run, _classify(outcome, process.exitcode, sweep, run), seconds)
+                progress.durations.append(seconds)
+                sweep.write()
+                progress.line()
+            if not ready:
+                progress.line(force=False)
+    except BaseException:  # Ctrl-C, SIGTERM: the runs stop with the driver, unfinished
+        for process, *_ in active.values():
+            process.terminate()
+        for process, _, run, start in active.values():
+            process.join(timeout=30)
+            if process.is_alive():
+                process.kill()
+                process.join()
+            run["status"] = STATUS_INTERRUPTED
+            run["error"] = "stopped with the sweep's driver"
+            run["seconds"] = round(run["seconds"] + time.monotonic() - start, 3)
+        sweep.write()
+        raise
+
+
+def _classify(outcome: dict | None, exitcode: int, sweep: Sweep, run: dict) -> dict:
+    if outcome is not None:
+        return outcome
+    if exitcode is not None and exitcode < 0:  # a signal: unfinished, resumed next time
+        name = signal.Signals(-exitcode).name
+        return {"status": STATUS_INTERRUPTED, "error": f"stopped by {name}"}
+    return {
+        "status": STATUS_FAILED,
+        "error": f"The run's process exited with code {exitcode} before reporting; its output "
+        f"is in {sweep.log_path(run)}.",
+    }
+
+
+def run_ray(
+    sweep: Sweep, todo: list[dict], parallel: int, address: str | None, progress: Progress
+) -> None:
+    """The runs as Ray Tune trials: one trainable call per run, the same `trial.run` inside."""
+    os.environ["TUNE_DISABLE_AUTO_CALLBACK_LOGGERS"] = "1"  # keeps Tune's TB logger off ours
+    os.environ.setdefault("RAY_CHDIR_TO_TRIAL_DIR", "0")
+    try:
+        import ray
+        from ray import tune
+    except ImportError as error:
+        raise RunError(
+            "--backend=ray needs Ray Tune: pip install -e '.[ray]' (or '.[test]')."
+        ) from error
+
+    from experiments import trial
+
+    if not ray.is_initialized():
+        ray.init(address=address, include_dashboard=False, log_to_driver=False)
+    by_name = {run["name"]: run for run in todo}
+    starts: dict[str, float] = {}
+
+    class Recorder(tune.Callback):
+        """Keeps sweep.json and the progress lines current as Tune's trials start and end."""
+
+        def on_trial_start(self, iteration, trials, trial, **info):
+            run = by_name[trial.config["task"]["name"]]
+            start_run(sweep, run)
+            starts[run["name"]] = time.monotonic()
+            sweep.write()
+            progress.line()
+
+        def on_trial_result(self, iteration, trials, trial, result, **info):
+            run = by_name[trial.config["task"]["name"]]
+            outcome = {"status": result["status"], "error": result.get("error")}
+            self._end(run, outcome)
+
+        def on_trial_error(self, iteration, trials, trial, **info):
+            run = by_name[trial.config["task"]["name"]]
+            error = f"Ray trial {trial.trial_id} failed; see {trial.local_path or 'its logs'}."
+            self._end(run, {"status": STATUS_FAILED, "error": error})
+
+        def _end(self, run, outcome):
+            if run["status"] != STATUS_RUNNING:
+                return
+            seconds = time.monotonic() - starts.get(run["name"], time.monotonic())
+            end_run(sweep, run, outcome, seconds)
+            progress.durations.append(seconds)
+            sweep.write()
+            progress.line()
+
+    tasks = [dataclasses.asdict(sweep.task(run)) for run in todo]
+    tuner = tune.Tuner(
+        tune.with_resources(trial.tune_trainable, {"cpu": 1}),
+        param_space={"task": tune.grid_search(tasks)},
+        tune_config=tune.TuneConfig(max_concurrent_trials=parallel),
+        run_config=tune.RunConfig(
+            name=datetime.datetime.now().strftime("tune-%Y%m%d-%H%M%S"),
+            storage_path=os.path.join(sweep.base_dir, "ray_results"),
+            callbacks=[Recorder()],
+            failure_config=tune.FailureConfig(max_failures=0, fail_fast=False),
+            verbose=0,
+        ),
+    )
+    try:
+        tuner.fit()
+    finally:
+        for run in todo:
+            if run["status"] == STATUS_RUNNING:
+                run["status"] = STATUS_INTERRUPTED
+                run["error"] = "stopped before its Ray trial reported"
+        sweep.write()

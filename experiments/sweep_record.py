@@ -1,0 +1,336 @@
+"""A sweep's definition and its record (sweep.json, the one file its driver owns), the HParams
+columns it declares once, and each run's result as the run folder's owner records it."""
+
+import dataclasses
+import datetime
+import json
+import math
+import os
+from collections.abc import Sequence
+
+import numpy as np
+
+from experiments import RunError
+from experiments.sweep_plan import (
+    Parameter,
+    hparam_names,
+    parse_parameter,
+    plain_value,
+    plan,
+    spec_text,
+    usage_error,
+)
+from experiments.trial import STATUS_FAILED, STATUS_FINISHED, Task
+from framework import summaries
+from framework.atomic_files import atomic_write
+from framework.run_directory import RunDirectory
+
+FORMAT_VERSION = 1
+RECORD = "sweep.json"
+STATUS_PENDING, STATUS_RUNNING = "pending", "running"
+# The sweep's own HParams metrics, written into each run folder once its run ends (failed too).
+METRICS = (
+    ("sweep/final_eval_return", "final eval return"),
+    ("sweep/best_eval_return", "best eval return"),
+    ("sweep/failed", "failed (1) or finished (0)"),
+)
+_EXPERIMENT_EVENTS = "events.out.tfevents.0000000000.sweep"
+
+
+@dataclasses.dataclass
+class Sweep:
+    """A sweep's definition and its record (sweep.json), the one file the driver owns."""
+
+    base_dir: str
+    gin_files: list[str]
+    bindings: list[str]
+    parameters: list[Parameter]
+    seeds: list[int]
+    num_trials: int | None = None
+    sweep_seed: int = 0
+    strict: bool = False
+    runs: list[dict] = dataclasses.field(default_factory=list)
+
+    def identity(self) -> dict:
+        """What makes two invocations the same sweep (not how they run it)."""
+        return {
+            "gin_files": self.gin_files,
+            "bindings": self.bindings,
+            "sweeps": [spec_text(p) for p in self.parameters],
+            "seeds": self.seeds,
+            "num_trials": self.num_trials,
+            "sweep_seed": self.sweep_seed,
+            "strict": self.strict,
+        }
+
+    @property
+    def record_path(self) -> str:
+        return os.path.join(self.base_dir, RECORD)
+
+    def folder(self, run: dict) -> str:
+        return os.path.join(self.base_dir, run["name"])
+
+    def run_folder(self, run: dict) -> RunDirectory:
+        return RunDirectory(self.folder(run))
+
+    def log_path(self, run: dict) -> str:
+        return os.path.join(self.base_dir, "logs", run["name"] + ".log")
+
+    def task(self, run: dict) -> Task:
+        return Task(
+            name=run["name"],
+            gin_files=tuple(self.gin_files),
+            bindings=tuple(self.bindings + run["bindings"]),
+            base_dir=self.folder(run),
+            seed=run["seed"],
+            strict=self.strict,
+            log_path=self.log_path(run),
+        )
+
+    def trials(self) -> list[dict]:
+        """Per trial: its values, how its seeds ended, and the objective over finished seeds."""
+        summary = {}
+        for run in self.runs:
+            entry = summary.setdefault(
+                run["trial"],
+                {"trial": run["trial"], "values": run["values"], "runs": 0, "finished": 0},
+            )
+            entry["runs"] += 1
+            entry["finished"] += run["status"] == STATUS_FINISHED
+            entry.setdefault("failed", 0)
+            entry["failed"] += run["status"] == STATUS_FAILED
+        for entry in summary.values():
+            finals = [
+                r["result"]["final_eval_return"]
+                for r in self.runs
+                if r["trial"] == entry["trial"] and r["status"] == STATUS_FINISHED
+            ]
+            finals = [f for f in finals if f is not None and math.isfinite(f)]
+            entry["objective"] = float(np.mean(finals)) if finals else None
+        return list(summary.values())
+
+    def write(self) -> None:
+        record = {
+            "format": FORMAT_VERSION,
+            **self.identity(),
+            "parameters": [
+                {"key": p.key, "hparam": p.hparam, "spec": spec_text(p), "domain": p.domain()}
+                for p in self.parameters
+            ],
+            "objective": {
+                "metric": "final_eval_return",
+                "aggregate": "mean over the trial's finished seeds",
+            },
+            "updated": datetime.datetime.now().isoformat(timespec="seconds"),
+            "trials": self.trials(),
+            "runs": self.runs,
+        }
+        atomic_write(self.record_path, json.dumps(record, indent=2) + "\n")
+
+
+def define(
+    gin_files: Sequence[str],
+    bindings: Sequence[str] = (),
+    sweeps: Sequence[str] = (),
+    seeds: int | Sequence[int] = 1,
+    base_dir: str | None = None,
+    num_trials: int | None = None,
+    sweep_seed: int = 0,
+    strict: bool = False,
+) -> Sweep:
+    """The sweep these arguments describe, merged with the record in `base_dir` if it has one.
+
+    Raises RunError for a malformed --sweep, or a folder that holds a different sweep.
+    """
+    from framework import config
+
+    if not gin_files:
+        raise usage_error("Give at least one --gin_file.")
+    try:
+        resolved = [os.path.abspath(config.resolve_gin_file(path)) for path in gin_files]
+    except config.ConfigError as error:
+        raise RunError(str(error)) from error
+    parameters = [parse_parameter(spec) for spec in sweeps]
+    keys = [p.key for p in parameters]
+    if len(set(keys)) != len(keys):
+        raise usage_error(f"Each binding may be swept once; got {keys}.")
+    names = hparam_names(resolved, keys)
+    parameters = [dataclasses.replace(p, hparam=names[p.key]) for p in parameters]
+    seeds = list(range(seeds)) if isinstance(seeds, int) else list(seeds)
+    if not seeds or len(set(seeds)) != len(seeds) or min(seeds) < 0:
+        raise usage_error(f"--seeds must give at least one seed, each once and >= 0; got {seeds}.")
+    if num_trials is not None and num_trials < 1:
+        raise usage_error(f"--num_trials must be at least 1, got {num_trials}.")
+    config_name = os.path.splitext(os.path.basename(resolved[-1]))[0]
+    if base_dir is None:
+        family = os.path.basename(os.path.dirname(resolved[-1]))
+        base_dir = os.path.join("sweeps", f"{family}_{config_name}")
+    sweep = Sweep(
+        base_dir=os.path.abspath(base_dir),
+        gin_files=resolved,
+        bindings=list(bindings),
+        parameters=parameters,
+        seeds=seeds,
+        num_trials=num_trials,
+        sweep_seed=sweep_seed,
+        strict=strict,
+    )
+    for trial in plan(parameters, num_trials, sweep_seed, config_name):
+        values = {
+            p.hparam: (float(t) if p.distribution in ("uniform", "loguniform") else plain_value(t))
+            for p, t in zip(parameters, trial.texts, strict=True)
+        }
+        for seed in seeds:
+            sweep.runs.append(
+                {
+                    "name": f"{trial.name}_seed{seed}",
+                    "trial": trial.name,
+                    "seed": seed,
+                    "bindings": [
+                        f"{p.key} = {t}" for p, t in zip(parameters, trial.texts, strict=True)
+                    ],
+                    "values": values,
+                    "status": STATUS_PENDING,
+                    "attempts": 0,
+                    "seconds": 0.0,
+                    "result": None,
+                    "error": None,
+                }
+            )
+    _merge_record(sweep)
+    return sweep
+
+
+def read_record(base_dir: str) -> dict | None:
+    """The record (sweep.json) of the sweep in `base_dir`, or None if it holds none."""
+    path = os.path.join(base_dir, RECORD)
+    if not os.path.exists(path):
+        return None
+    with open(path) as f:
+        return json.load(f)
+
+
+def _merge_record(sweep: Sweep) -> None:
+    """Takes each run's status from an earlier invocation's record in the same folder."""
+    record = read_record(sweep.base_dir)
+    if record is None:
+        return
+    earlier = {key: record.get(key) for key in sweep.identity()}
+    if earlier != sweep.identity():
+        differences = [key for key in earlier if earlier[key] != sweep.identity()[key]]
+        raise RunError(
+            f"{sweep.base_dir} holds a different sweep (its {RECORD} differs in "
+            f"{', '.join(differences)}: {', '.join(f'{k}={earlier[k]!r}' for k in differences)}). "
+            "Give the same gin files, bindings, --sweep, --seeds, --num_trials and --sweep_seed "
+            "to continue it, or another --base_dir for a new sweep."
+        )
+    previous = {run["name"]: run for run in record.get("runs", [])}
+    for run in sweep.runs:
+        if run["name"] in previous:
+            old = previous[run["name"]]
+            for key in ("status", "attempts", "seconds", "result", "error"):
+                run[key] = old.get(key, run[key])
+
+
+def _hparams_api():
+    from tensorboard.plugins.hparams import api as hp
+
+    return hp
+
+
+def _domain(domain: dict):
+    hp = _hparams_api()
+    if domain["type"] == "real":
+        return hp.RealInterval(domain["min"], domain["max"])
+    if domain["type"] == "int":
+        return hp.IntInterval(domain["min"], domain["max"])
+    return hp.Discrete(domain["values"])
+
+
+def write_experiment(sweep: Sweep) -> None:
+    """Declares the dashboard's columns once for the whole sweep, before any run: the domain of
+    every swept binding and the metrics (SB3#1099: columns a first run did not log vanish)."""
+    hp = _hparams_api()
+    hparams = [
+        hp.HParam(p.hparam, _domain(p.domain()), display_name=p.key) for p in sweep.parameters
+    ]
+    metrics = [hp.Metric(tag, display_name=name) for tag, name in METRICS]
+    os.makedirs(sweep.base_dir, exist_ok=True)
+    summaries.write_event_file(
+        os.path.join(sweep.base_dir, _EXPERIMENT_EVENTS),
+        [(0, hp.hparams_config_pb(hparams=hparams, metrics=metrics))],
+    )
+
+
+def write_run_result(sweep: Sweep, run: dict) -> None:
+    """The run's final metrics as scalars in its folder (its HParams session's run), written
+    whether it finished or failed; a run that failed before it logged its session (say, at a bad
+    binding value) also gets one here, so the dashboard lists every run of the sweep."""
+    from tensorboard.plugins.hparams import api_pb2
+    from tensorboard.plugins.hparams import summary as hparams_summary
+    from tensorboard.plugins.scalar import summary_v2 as scalar_summary
+
+    import experiments
+
+    folder = sweep.run_folder(run)
+    result = run["result"] or {}
+    step = int(result.get("eval_step") or 0)
+    results = []
+    if not folder.logged_its_session():
+        group = experiments.hparams_group(folder.base_dir)  # as the run itself names it
+        results.append((0, _hparams_api().hparams_pb(run["values"], trial_id=group)))
+    failed = run["status"] == STATUS_FAILED
+    for tag, value in (
+        ("sweep/final_eval_return", result.get("final_eval_return")),
+        ("sweep/best_eval_return", result.get("best_eval_return")),
+        ("sweep/failed", float(failed)),
+    ):
+        value = float("nan") if value is None else value
+        results.append((step, scalar_summary.scalar_pb(tag, value)))
+    status = api_pb2.STATUS_FAILURE if failed else api_pb2.STATUS_SUCCESS
+    results.append((step, hparams_summary.session_end_pb(status)))
+    folder.write_result_events(results)
+
+
+def read_result(folder: RunDirectory) -> dict:
+    """Final and best eval return, and the step of the final one, from the run's event files."""
+    curve = folder.eval_curve()
+    if not curve:
+        return {"final_eval_return": None, "best_eval_return": None, "eval_step": None}
+    step, final = curve[-1]
+    best = max(value for _, value in curve)
+    return {
+        "final_eval_return": float(final) if math.isfinite(final) else None,  # JSON: no NaN
+        "best_eval_return": float(best) if math.isfinite(best) else None,
+        "eval_step": int(step),
+    }
+
+
+def summary_table(sweep: Sweep) -> str:
+    """A markdown table of the trials, best objective first."""
+    rows = sorted(
+        sweep.trials(),
+        key=lambda t: -math.inf if t["objective"] is None else t["objective"],
+        reverse=True,
+    )
+    lines = [
+        "| trial | seeds finished | failed | final eval return (mean over seeds) |",
+        "|---|---|---|---|",
+    ]
+    for t in rows:
+        objective = "n/a" if t["objective"] is None else f"{t['objective']:.4g}"
+        lines.append(
+            f"| {t['trial']} | {t['finished']}/{t['runs']} | {t['failed']} | {objective} |"
+        )
+    return "\n".join(lines)
+
+
+def failure_report(sweep: Sweep) -> str | None:
+    failed = [run for run in sweep.runs if run["status"] == STATUS_FAILED]
+    if not failed:
+        return None
+    listing = "; ".join(f"{run['name']}: {run['error']}" for run in failed)
+    return (
+        f"{len(failed)} of {len(sweep.runs)} runs failed ({listing}). The others are recorded in "
+        f"{sweep.record_path}; run the same command again to retry only the failed ones."
+    )

@@ -1,0 +1,95 @@
+"""The synchronous driver: one vector environment stepped with the agent, which updates itself
+in the same thread after every vector step (`agent.update()`: zero or more learner calls)."""
+
+import time
+from collections.abc import Callable
+
+import gin
+import gymnasium as gym
+
+from framework.agent import Health, Metrics, State
+from framework.drivers.driver import AgentFactory, Driver, Progress, Seeds
+from framework.loop import EnvironmentLoop, make_vector_env
+from framework.parts import optimizers
+
+
+@gin.configurable(denylist=["agent", "env_factory", "num_envs", "seeds"])
+class SynchronousDriver(Driver):
+    """`num_envs` copies of `env_factory()` in one vector env, and the agent learning from them
+    as often as it says it is due: DQN, DDPG/TD3, REINFORCE, A2C, n-step Q."""
+
+    def __init__(
+        self,
+        agent: AgentFactory,
+        env_factory: Callable[[], gym.Env],
+        num_envs: int,
+        seeds: Seeds,
+    ):
+        envs = make_vector_env(env_factory, num_envs)
+        self.agent = agent(envs.single_observation_space, envs.single_action_space, seeds.agent)
+        self._environment_steps = optimizers.environment_steps()  # None: no schedule reads it
+        # Seeded once; every later reset draws from the sub-environments' own generators,
+        # whose states each checkpoint saves.
+        self.loop = EnvironmentLoop(envs, self.agent)
+        self.loop.reset(seeds.env)
+        self._reset_seed = seeds.reset
+        self._unlogged: Metrics = {}  # the latest learner metrics, logged at the next log step
+        self._learner_seconds = 0.0
+
+    def advance(self, env_steps: int, until: int, stop: Callable[[], bool]) -> Progress:
+        loop, agent, clock = self.loop, self.agent, time.perf_counter
+        episodes, health, last_update = [], Health(), Health()
+        while env_steps < until:
+            ended = loop.step()
+            env_steps += loop.num_envs
+            if ended is not None:
+                episodes.append((env_steps, ended))
+            start = clock()
+            if self._environment_steps is not None:  # read by learning-rate schedules
+                self._environment_steps.assign(env_steps)
+            metrics, update = agent.update()
+            self._learner_seconds += clock() - start
+            if update.gradient_steps:
+                health, last_update = health + update, update
+                # A call whose every step was skipped has no metrics worth logging (zeros).
+                if update.nonfinite_steps < update.gradient_steps:
+                    self._unlogged = metrics
+                if update.nonfinite_steps or update.nonfinite_variables:
+                    break
+            if stop():
+                break
+        return Progress(env_steps, episodes, health, last_update)
+
+    def take_metrics(self) -> dict[str, float]:
+        metrics, self._unlogged = self._unlogged, {}
+        return {f"train/{name}": float(value) for name, value in metrics.items()}
+
+    def diagnostics(self) -> dict[str, float]:
+        return self.agent.diagnostics(self.loop.observations[0])
+
+    def inexact_resume(self) -> str | None:
+        if self.loop.saved_as != "none":
+            return None
+        return (
+            f"The environment's state cannot be saved ({self.loop.why}): a resumed run starts "
+            "new episodes where it resumes, so it is not an exact continuation."
+        )
+
+    def state(self) -> State:
+        return {
+            # (name, value) pairs: one JSON value, whichever metrics are pending.
+            "unlogged_metrics": [[name, float(value)] for name, value in self._unlogged.items()],
+            "loop": self.loop.state(),
+            "agent": self.agent.state(),
+        }
+
+    def load_state(self, state: State, step: int) -> bool:
+        self._unlogged = dict(state["unlogged_metrics"])
+        self.agent.load_state(state["agent"])
+        return self.loop.load_state(state["loop"], reset_seed=self._reset_seed + step)
+
+    def time_split(self) -> dict[str, float]:
+        return {**self.loop.seconds, "learner": self._learner_seconds}
+
+    def close(self) -> None:
+        self.loop.close()

@@ -1,0 +1,152 @@
+"""One contract over every driver: advance to the first count at or past a step, stop when asked,
+and a state that round-trips through the checkpoint store bitwise (and, where the driver is
+deterministic, continues exactly as the driver it was saved from)."""
+
+import functools
+import os
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from agents.a2c import A2CAgent
+from agents.dqn import DQNAgent
+from framework.checkpointing import CheckpointStore
+from framework.drivers import backends
+from framework.drivers.asynchronous import AsynchronousDriver
+from framework.drivers.driver import Driver, Seeds
+from framework.drivers.synchronous import SynchronousDriver
+from framework.parts.environments import make_env
+
+CARTPOLE = functools.partial(make_env, "CartPole-v1", max_episode_steps=30)
+SEEDS = Seeds(agent=11, env=12, reset=13)
+# name -> (build, transitions per unit of progress, deterministic)
+DRIVERS = {
+    "synchronous": (
+        lambda: SynchronousDriver(
+            functools.partial(DQNAgent, learning_starts=20, train_freq=8, batch_size=8),
+            CARTPOLE,
+            num_envs=2,
+            seeds=SEEDS,
+        ),
+        2,  # a vector step of 2 sub-environments
+        True,
+    ),
+    "asynchronous, in turn": (
+        lambda: AsynchronousDriver(
+            A2CAgent, CARTPOLE, 1, SEEDS, num_workers=2, backend=backends.RoundRobin
+        ),
+        5,  # a push: one rollout of 5 vector steps of 1 sub-environment
+        True,
+    ),
+    "asynchronous, threads": (
+        lambda: AsynchronousDriver(
+            A2CAgent, CARTPOLE, 1, SEEDS, num_workers=2, backend=backends.Threads
+        ),
+        5,
+        False,
+    ),
+}
+
+
+@pytest.fixture(params=sorted(DRIVERS))
+def case(request):
+    build, unit, deterministic = DRIVERS[request.param]
+    drivers = []
+
+    def new() -> Driver:
+        drivers.append(build())
+        return drivers[-1]
+
+    yield new, unit, deterministic
+    for driver in drivers:
+        driver.close()
+
+
+def _never() -> bool:
+    return False
+
+
+def _saved(state: dict, folder) -> dict:
+    """All the checkpoint store writes of `state`: each variable's value, each array, each JSON
+    value, by key path."""
+    store = CheckpointStore(str(folder), str(folder / "damaged"))
+    store.save(1, state)
+    prefix = os.path.join(str(folder), "ckpt-1")
+    reader = tf.train.load_checkpoint(prefix)
+    saved = {
+        key: reader.get_tensor(key)
+        for key in reader.get_variable_to_shape_map()
+        if key != "_CHECKPOINTABLE_OBJECT_GRAPH"
+    }
+    _, loaded = store.restore_latest(state)  # arrays and JSON values, as the store reads them
+    saved.update(
+        (path, value) for path, value in _leaves(loaded) if not hasattr(value, "variables")
+    )
+    return saved
+
+
+def _leaves(node, path: str = ""):
+    """(key path, leaf) of a nested state; a list of plain values is one leaf."""
+    if isinstance(node, dict):
+        children = node.items()
+    elif isinstance(node, list) and any(isinstance(x, dict | list | np.ndarray) for x in node):
+        children = enumerate(node)
+    else:
+        yield path, node
+        return
+    for key, child in children:
+        yield from _leaves(child, f"{path}/{key}")
+
+
+def _assert_same(a: dict, b: dict) -> None:
+    assert a.keys() == b.keys()
+    for key in a:
+        np.testing.assert_array_equal(a[key], b[key], err_msg=key)
+
+
+def test_advance_reaches_the_first_count_at_or_past_until(case):
+    new, unit, _ = case
+    driver = new()
+    progress = driver.advance(0, 33, _never)
+    assert 33 <= progress.env_steps < 33 + unit and progress.env_steps % unit == 0
+    steps = [step for step, _ in progress.episodes]
+    assert steps == sorted(steps) and all(0 < step <= progress.env_steps for step in steps)
+    assert progress.health.gradient_steps > 0 and progress.health.nonfinite_steps == 0
+    again = driver.advance(progress.env_steps, progress.env_steps + 1, _never)
+    assert again.env_steps == progress.env_steps + unit  # a count already reached goes one on
+    metrics = driver.take_metrics()
+    assert metrics and all(np.isfinite(value) for value in metrics.values())
+    assert driver.take_metrics().keys() <= metrics.keys()  # taken: what is left is new
+
+
+def test_advance_returns_after_one_unit_once_asked_to_stop(case):
+    new, unit, _ = case
+    progress = new().advance(0, 10_000, lambda: True)
+    assert progress.env_steps == unit
+
+
+def test_state_round_trips_through_the_checkpoint_store(case, tmp_path):
+    new, _, deterministic = case
+    saved = new()
+    reached = saved.advance(0, 40, _never).env_steps
+    store = CheckpointStore(str(tmp_path / "store"), str(tmp_path / "store" / "damaged"))
+    store.save(reached, saved.state())
+    restored = new()
+    before = _saved(restored.state(), tmp_path / "before")
+    step, state = store.restore_latest(restored.state())
+    assert step == reached and restored.load_state(state, step) == deterministic
+    expected = _saved(saved.state(), tmp_path / "expected")
+    _assert_same(_saved(restored.state(), tmp_path / "restored"), expected)
+    with pytest.raises(AssertionError):  # a check that can fail: training moved the weights
+        _assert_same(before, expected)
+    if deterministic:  # and it carries on as the driver it was saved from
+        a, b = (driver.advance(reached, reached + 40, _never) for driver in (saved, restored))
+        assert (a.env_steps, a.health) == (b.env_steps, b.health)
+        assert [(s, e.returns.tolist()) for s, e in a.episodes] == [
+            (s, e.returns.tolist()) for s, e in b.episodes
+        ]
+        _assert_same(
+            _saved(restored.state(), tmp_path / "restored_later"),
+            _saved(saved.state(), tmp_path / "expected_later"),
+        )

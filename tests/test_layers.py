@@ -1,0 +1,145 @@
+"""Imports form layers (README, "Layout"): framework/ below agents/ below experiments/; inside
+framework/, the helpers, then the Agent interface, the parts, the learner and the loop, the
+drivers and the run folder's storage, and the runner on top; no circle anywhere; and agents know
+no files, no seeding and no scheduler. Read from the source, so a new import is checked too."""
+
+import ast
+import pathlib
+
+import pytest
+
+ROOT = pathlib.Path(__file__).resolve().parent.parent
+PACKAGES = ("framework", "agents", "experiments")
+
+# framework/'s layers, lowest first; a module may import its own layer or the ones below.
+FRAMEWORK_LAYERS = [
+    {  # helpers that know nothing of agents or runs
+        "framework",
+        "framework.atomic_files",
+        "framework.batch_packing",
+        "framework.config",
+        "framework.config_sources",
+        "framework.direct_call",
+        "framework.env_state",
+        "framework.event_reader",
+        "framework.packed_outputs",
+        "framework.processes",
+        "framework.seeding",
+        "framework.validation",
+    },
+    {"framework.agent"},
+    {"framework.parts"},  # and every framework.parts.* module
+    {"framework.learner", "framework.loop", "framework.evaluation"},
+    {  # what the runner drives, and where a run's files go
+        "framework.drivers",
+        "framework.checkpointing",
+        "framework.summaries",
+        "framework.run_directory",
+    },
+    {"framework.runner"},
+]
+# What an agent may not know: files, seeding, the drivers and the scheduler.
+NOT_FOR_AGENTS = {
+    "framework.atomic_files",
+    "framework.checkpointing",
+    "framework.drivers",
+    "framework.run_directory",
+    "framework.runner",
+    "framework.seeding",
+    "framework.summaries",
+}
+
+
+def _module_name(path: pathlib.Path) -> str:
+    return ".".join(path.relative_to(ROOT).with_suffix("").parts).removesuffix(".__init__")
+
+
+def _imports() -> dict[str, set[str]]:
+    """Each module of the three packages -> the modules of the three packages it imports."""
+    sources = {
+        _module_name(path): path for package in PACKAGES for path in (ROOT / package).rglob("*.py")
+    }
+    graph = {}
+    for name, path in sources.items():
+        found = set()
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Import):
+                found |= {alias.name for alias in node.names}
+            elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
+                found |= {node.module} | {f"{node.module}.{alias.name}" for alias in node.names}
+        graph[name] = {module for module in found if module in sources and module != name}
+    return graph
+
+
+GRAPH = _imports()
+
+
+def _layer(module: str) -> int:
+    for index, layer in enumerate(FRAMEWORK_LAYERS):
+        if any(module == top or module.startswith(top + ".") for top in layer - {"framework"}):
+            return index
+    if module == "framework":
+        return 0
+    raise AssertionError(f"{module} is in no layer: add it to FRAMEWORK_LAYERS")
+
+
+def test_the_graph_sees_the_imports():
+    # A check that reads no import would pass whatever the code does.
+    assert "framework.learner" in GRAPH["agents.dqn"]
+    assert "framework.drivers.synchronous" in GRAPH["framework.runner"]
+    assert len(GRAPH) > 50
+
+
+@pytest.mark.parametrize("package", PACKAGES)
+def test_packages_import_only_downward(package):
+    order = {name: index for index, name in enumerate(PACKAGES)}
+    upward = [
+        f"{module} imports {target}"
+        for module, targets in GRAPH.items()
+        if module.split(".")[0] == package
+        for target in targets
+        if order[target.split(".")[0]] > order[package]
+    ]
+    assert not upward, upward
+
+
+def test_framework_modules_import_only_their_layer_or_below():
+    upward = [
+        f"{module} (layer {_layer(module)}) imports {target} (layer {_layer(target)})"
+        for module, targets in GRAPH.items()
+        if module.startswith("framework")
+        for target in targets
+        if target.startswith("framework") and _layer(target) > _layer(module)
+    ]
+    assert not upward, upward
+
+
+def test_agents_know_no_files_seeding_drivers_or_runner():
+    known = [
+        f"{module} imports {target}"
+        for module, targets in GRAPH.items()
+        if module.startswith("agents")
+        for target in targets
+        if any(target == name or target.startswith(name + ".") for name in NOT_FOR_AGENTS)
+    ]
+    assert not known, known
+
+
+def test_no_import_circle():
+    circles, done, path = [], set(), []
+
+    def visit(module: str) -> None:
+        if module in path:
+            circles.append(" -> ".join([*path[path.index(module) :], module]))
+            return
+        if module in done:
+            return
+        path.append(module)
+        for target in sorted(GRAPH[module]):
+            visit(target)
+        path.pop()
+        done.add(module)
+
+    for module in sorted(GRAPH):
+        visit(module)
+    assert not circles, circles
