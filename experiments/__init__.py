@@ -269,7 +269,7 @@ def run(prepared: PreparedRun) -> TrainResult:
     from absl import logging
 
     from framework import config
-    from framework.checkpointing import CheckpointError
+    from framework.checkpointing import CheckpointError, CheckpointFormatError
     from framework.run_directory import RunFolderBusyError
     from framework.runner import NonFiniteError, Stopped
     from framework.summaries import HParamsSession
@@ -281,6 +281,8 @@ def run(prepared: PreparedRun) -> TrainResult:
         with folder.lock():
             try:
                 resumed_from = runner.restore(prepared.start_afresh)
+            except CheckpointFormatError as error:  # the code changed, not the config
+                raise RunError(str(error)) from None
             except CheckpointError as error:
                 raise RunError(_with_config_changes(str(error), folder)) from None
             metadata = config.run_metadata(prepared.command, runner.seed)

@@ -61,6 +61,10 @@ class CheckpointError(RuntimeError):
     """No usable checkpoint although some exist; the message lists each one and its problem."""
 
 
+class CheckpointFormatError(CheckpointError):
+    """A checkpoint written by another layout of this code (another format version)."""
+
+
 class _Unusable(Exception):
     """One checkpoint cannot be restored (damaged, or not this state's structure)."""
 
@@ -334,7 +338,7 @@ class CheckpointStore:
             raise _Unusable(f"unreadable completion marker ({error})") from error
         if found != FORMAT_VERSION:
             age = "a newer" if isinstance(found, int) and found > FORMAT_VERSION else "an older"
-            raise CheckpointError(
+            raise CheckpointFormatError(
                 f"The checkpoint {prefix} was written by {age} layout of this framework "
                 f"(checkpoint format {found}; this code reads format {FORMAT_VERSION}), so it "
                 "cannot be resumed here. Nothing was read, moved or deleted: start the run in a "

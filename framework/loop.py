@@ -139,6 +139,15 @@ class EnvironmentLoop:
         self.seconds["observing"] += observed - stepped
         return ended
 
+    def inexact_resume(self) -> str | None:
+        """Why a run resumed from `state()` would not continue exactly, if it would not."""
+        if self.saved_as != "none":
+            return None
+        return (
+            f"The environment's state cannot be saved ({self.why}): a resumed run starts new "
+            "episodes where it resumes, so it is not an exact continuation."
+        )
+
     def state(self) -> State:
         """The observations, tallies and environments, so that a resume is exact; without the
         environments where they cannot be saved (see `saved_as`)."""

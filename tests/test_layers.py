@@ -5,6 +5,7 @@ no files, no seeding and no scheduler. Read from the source, so a new import is 
 
 import ast
 import pathlib
+from collections.abc import Callable
 
 import pytest
 
@@ -90,38 +91,37 @@ def test_the_graph_sees_the_imports():
     assert len(GRAPH) > 50
 
 
+def _imports_where(importer: str, wrong: Callable[[str, str], bool]) -> list[str]:
+    """`module imports target` for each import of a module under `importer` that is `wrong`."""
+    return [
+        f"{module} imports {target}"
+        for module, targets in GRAPH.items()
+        if module.split(".")[0] == importer
+        for target in sorted(targets)
+        if wrong(module, target)
+    ]
+
+
 @pytest.mark.parametrize("package", PACKAGES)
 def test_packages_import_only_downward(package):
     order = {name: index for index, name in enumerate(PACKAGES)}
-    upward = [
-        f"{module} imports {target}"
-        for module, targets in GRAPH.items()
-        if module.split(".")[0] == package
-        for target in targets
-        if order[target.split(".")[0]] > order[package]
-    ]
+    upward = _imports_where(package, lambda _, target: order[target.split(".")[0]] > order[package])
     assert not upward, upward
 
 
 def test_framework_modules_import_only_their_layer_or_below():
-    upward = [
-        f"{module} (layer {_layer(module)}) imports {target} (layer {_layer(target)})"
-        for module, targets in GRAPH.items()
-        if module.startswith("framework")
-        for target in targets
-        if target.startswith("framework") and _layer(target) > _layer(module)
-    ]
+    upward = _imports_where(
+        "framework",
+        lambda module, target: target.startswith("framework") and _layer(target) > _layer(module),
+    )
     assert not upward, upward
 
 
 def test_agents_know_no_files_seeding_drivers_or_runner():
-    known = [
-        f"{module} imports {target}"
-        for module, targets in GRAPH.items()
-        if module.startswith("agents")
-        for target in targets
-        if any(target == name or target.startswith(name + ".") for name in NOT_FOR_AGENTS)
-    ]
+    known = _imports_where(
+        "agents",
+        lambda _, target: any(t == target or target.startswith(t + ".") for t in NOT_FOR_AGENTS),
+    )
     assert not known, known
 
 

@@ -128,12 +128,8 @@ class Worker:
         }
 
     def inexact_resume(self) -> str | None:
-        if self.loop.saved_as != "none":
-            return None
-        return (
-            f"Worker {self.index}'s environment state cannot be saved ({self.loop.why}): a "
-            "resumed run starts new episodes there, so it is not an exact continuation."
-        )
+        problem = self.loop.inexact_resume()
+        return problem and f"Worker {self.index}: {problem}"
 
     def state(self) -> dict:
         return {"agent": self.agent.state(), "loop": self.loop.state()}

@@ -68,12 +68,7 @@ class SynchronousDriver(Driver):
         return self.agent.diagnostics(self.loop.observations[0])
 
     def inexact_resume(self) -> str | None:
-        if self.loop.saved_as != "none":
-            return None
-        return (
-            f"The environment's state cannot be saved ({self.loop.why}): a resumed run starts "
-            "new episodes where it resumes, so it is not an exact continuation."
-        )
+        return self.loop.inexact_resume()
 
     def state(self) -> State:
         return {

@@ -16,6 +16,7 @@ from framework.event_reader import read_scalars
 
 BANDIT = ["gin_configs/reinforce/bandit.gin"]
 DQN = ["gin_configs/dqn/cartpole.gin"]
+A3C = ["gin_configs/a3c/cartpole.gin"]
 TINY = ["Runner.num_steps = 300", "Runner.eval_interval = 100", "Runner.eval_episodes = 2"]
 TINY += ["Runner.checkpoint_interval = 100"]
 
@@ -79,6 +80,26 @@ BAD_CONFIGS = {
         ["ReinforceAgent needs array observations", "Tuple("],
     ),
     "unknown_macro": (BANDIT, ["Runner.num_steps = %STEPS"], ["macro %STEPS", "never defines"]),
+    "old_a3c_vocabulary": (
+        A3C,
+        ["A3C.num_workers = 2"],
+        ["A3C.num_workers is an old spelling", "write AsynchronousDriver.num_workers"],
+    ),
+    "old_a3c_driver": (
+        A3C,
+        ["runner_class.runner = @A3C"],
+        ["runner_class.runner is an old spelling", "Runner.driver = @AsynchronousDriver"],
+    ),
+    "num_envs_under_the_asynchronous_driver": (
+        A3C,
+        ["Runner.num_envs = 4"],
+        ["Runner.num_envs = 4", "AsynchronousDriver.envs_per_worker"],
+    ),
+    "an_agent_without_rollouts_on_the_asynchronous_driver": (
+        DQN,
+        ["Runner.driver = @AsynchronousDriver"],
+        ["AsynchronousDriver needs an agent", "DQNAgent has no rollout", "synchronous driver"],
+    ),
 }
 
 
@@ -282,6 +303,25 @@ def test_a_changed_config_is_named_when_the_checkpoint_does_not_fit(tmp_path):
     message = str(raised.value)
     assert message.startswith("The config changed since the checkpoints in"), message
     assert "-mlp.hidden_units = (256, 256); +mlp.hidden_units = (32,)" in message, message
+
+
+def test_a_checkpoint_of_the_format_before_the_one_runner_is_one_paragraph(tmp_path):
+    """A run folder of format 2 (before the runner took A3C's driver in) resumed by this code."""
+    experiments.train(BANDIT, TINY, str(tmp_path))
+    for marker in glob.glob(str(tmp_path / "checkpoints" / "*.complete")):
+        with open(marker) as f:
+            content = json.load(f)
+        with open(marker, "w") as f:
+            json.dump({**content, "format": 2}, f)
+    before = sorted(glob.glob(str(tmp_path / "**"), recursive=True))
+    with pytest.raises(experiments.RunError) as raised:
+        experiments.train(BANDIT, [*TINY[1:], "Runner.num_steps = 400"], str(tmp_path))
+    message = str(raised.value)
+    assert message.startswith("The checkpoint "), message  # no config diff: the code changed
+    assert "older layout of this framework (checkpoint format 2; this code reads format 3)" in (
+        message
+    )
+    assert sorted(glob.glob(str(tmp_path / "**"), recursive=True)) == before
 
 
 def test_a_crash_inside_a_prune_is_finished_by_the_next_start(tmp_path, monkeypatch):
