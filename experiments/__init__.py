@@ -14,7 +14,11 @@ import signal
 import threading
 import time
 from collections.abc import Iterator, Sequence
-from typing import Any
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # imported inside the calls: importing this package stays cheap
+    from framework.run_directory import RunDirectory
+    from framework.runner import Runner
 
 DEFAULT_GIN_FILE = "gin_configs/dqn/cartpole.gin"
 
@@ -75,7 +79,7 @@ class TrainResult:
     best_eval_return: float | None  # the best over the whole run, across its starts
     env_steps: int
     resumed_from: int | None  # the checkpoint step this call resumed from, if any
-    runner: Any  # the finished framework.runner.Runner, for in-process inspection
+    runner: "Runner"  # the finished runner, for in-process inspection
 
 
 def default_base_dir(gin_files: Sequence[str], seed: int | None, env_id: str | None) -> str:
@@ -104,8 +108,8 @@ class PreparedRun:
     """A built runner, the run folder it trains into, and how it was asked for; `run` opens
     the folder and trains it."""
 
-    runner: Any  # framework.runner.Runner
-    folder: Any  # framework.run_directory.RunDirectory, handed to the runner
+    runner: "Runner"
+    folder: "RunDirectory"  # handed to the runner
     command: str  # the shell command that trains the same config and seed again
     declare_hparams: bool = True  # declare the HParams dashboard's columns (sweeps: once)
     start_afresh: bool = False  # set aside checkpoints the folder lost track of; train anew
@@ -154,6 +158,7 @@ def build(
     for binding in unused:
         logging.warning("Binding %s was never used by any part this config builds.", binding)
     if unused and strict:
+        runner.close()  # its environments, and the asynchronous driver's workers
         raise RunError(
             f"--strict: these bindings were never used: {', '.join(unused)}. Check their "
             "spelling and scope, or remove them."
@@ -278,7 +283,7 @@ def run(prepared: PreparedRun) -> TrainResult:
     logging.info("Run folder: %s (tensorboard --logdir %s)", folder.base_dir, folder.base_dir)
     start = time.perf_counter()
     try:
-        with folder.lock():
+        with contextlib.closing(runner), folder.lock():
             try:
                 resumed_from = runner.restore(prepared.start_afresh)
             except CheckpointFormatError as error:  # the code changed, not the config
@@ -296,19 +301,20 @@ def run(prepared: PreparedRun) -> TrainResult:
                 hparams_group(folder.base_dir),
                 prepared.declare_hparams,
             )
-            try:
-                with _stop_on_signals(runner):
+            # A second signal while the workers finish (the checkpoint is saved) waits too.
+            with _stop_on_signals(runner):
+                try:
                     curve = runner.run(texts, hparams)
-            except BaseException:
-                # Parts first called during training appear in the operative config; a
-                # failure to write it must not hide the error that stopped the run.
-                with contextlib.suppress(OSError):
+                except BaseException:
+                    # Parts first called during training appear in the operative config; a
+                    # failure to write it must not hide the error that stopped the run.
+                    with contextlib.suppress(OSError):
+                        folder.write_config(gin.operative_config_str())
+                    raise
+                else:
                     folder.write_config(gin.operative_config_str())
-                raise
-            else:
-                folder.write_config(gin.operative_config_str())
-            finally:
-                runner.close()
+                finally:
+                    runner.close()
     except Stopped as stop:
         number = signal.Signals[stop.signal_name].value
         raise RunStopped(str(stop), 128 + number) from None

@@ -26,14 +26,18 @@ import os
 import re
 import sys
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from experiments import RunError
 
+if TYPE_CHECKING:  # imported where used: reading a run needs TensorFlow
+    from framework.run_directory import RunDirectory
+
 EVAL_TAG = "eval/episode_return"
 SPEED_TAG = "train/steps_per_second"
-_SKIPPED_FOLDERS = {"discarded", "checkpoints", "logs", "ray_results", "analysis", "train", "eval"}
+_SWEEP_FOLDERS = {"logs", "ray_results", "analysis"}  # a sweep's own, beside its run folders
 
 
 @dataclasses.dataclass
@@ -74,7 +78,7 @@ def _trial_of(name: str) -> str:
     return re.sub(r"_seed\d+(?=_|$)", "", name) or name
 
 
-def _seed_of(folder, config: str) -> int | None:
+def _seed_of(folder: "RunDirectory", config: str) -> int | None:
     """The seed its records name; else the config's (a folder without metadata.json)."""
     seed = folder.seed()
     if seed is not None:
@@ -91,7 +95,7 @@ def _run_folders(root: str) -> list[str]:
     found = []
     for entry in sorted(os.listdir(root)):
         path = os.path.join(root, entry)
-        if os.path.isdir(path) and entry not in _SKIPPED_FOLDERS:
+        if os.path.isdir(path) and entry not in _SWEEP_FOLDERS | RunDirectory.FOLDERS:
             found += _run_folders(path)
     return found
 

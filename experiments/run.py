@@ -46,6 +46,7 @@ def main(argv: list[str]) -> None:
         )
         if FLAGS.dry_run:
             print(gin.operative_config_str())
+            prepared.runner.close()
             return
         experiments.run(prepared)
     except experiments.RunError as error:

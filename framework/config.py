@@ -66,7 +66,9 @@ _TO_RUNNER = ("agent", "env_factory", "num_steps", "eval_interval", "eval_episod
 _TO_RUNNER += ("checkpoint_interval", "max_checkpoints_to_keep", "log_interval", "seed")
 _TO_DRIVER = ("num_workers", "envs_per_worker", "backend", "optimizer")
 RENAMED = {
-    "runner_class.runner = @A3C": "Runner.driver = @AsynchronousDriver",
+    "runner_class.runner": "Runner.driver = @AsynchronousDriver (or nothing, for the "
+    "synchronous driver)",
+    "@A3C": "@AsynchronousDriver",
     **{f"A3C.{name}": f"Runner.{name}" for name in _TO_RUNNER},
     **{f"A3C.{name}": f"AsynchronousDriver.{name}" for name in _TO_DRIVER},
 }
@@ -76,9 +78,9 @@ def _renamed(message: str) -> str | None:
     """One paragraph giving the new spelling of an old A3C binding, if `message` is about one."""
     if not re.search(r"No configurable matching (?:reference )?'@?(A3C|runner_class)'", message):
         return None
-    used = re.search(r"\b(A3C\.\w+|runner_class\.runner)", message)
-    old = used.group(1) if used else "A3C"
-    new = next((n for o, n in RENAMED.items() if o.startswith(old)), "Runner.driver")
+    binding = re.search(r"\b(A3C\.\w+|runner_class\.runner)\b", message)
+    old = binding.group(1) if binding else "@A3C"
+    new = RENAMED.get(old, "its new name below")
     return (
         f"{old} is an old spelling: A3C's workers are now a driver under the one runner, so "
         f"write {new}. Every old A3C binding has a new name: runner_class.runner = @A3C is "
@@ -243,11 +245,14 @@ class Snapshot:
 
 
 def snapshot() -> Snapshot:
-    """The current config (every file and binding, the command line's included)."""
+    """The current config (every file and binding, the command line's included), with the
+    modules that define the parts it names and the framework's parts modules, which also
+    register Keras's optimizers under names of their own (gin does not record who did)."""
     configurables = [gin.config._REGISTRY[selector] for _, selector in gin.config._CONFIG]
     configurables += [r.configurable for r in gin.config.iterate_references(gin.config._CONFIG)]
-    modules = sorted({configurable.wrapped.__module__ for configurable in configurables})
-    return Snapshot(gin.config_str(), tuple(module for module in modules if module != "__main__"))
+    modules = {configurable.wrapped.__module__ for configurable in configurables}
+    modules |= {name for name in sys.modules if name.startswith("framework.parts.")}
+    return Snapshot(gin.config_str(), tuple(sorted(modules - {"__main__"})))
 
 
 def unused_bindings() -> list[str]:

@@ -65,6 +65,8 @@ def _reason(error: OSError) -> str:
 class RunDirectory:
     """Everything a run keeps under `base_dir`. Building one touches nothing on disk."""
 
+    FOLDERS = frozenset({"checkpoints", "train", "eval", "discarded"})  # what it holds
+
     def __init__(self, base_dir: str):
         self.base_dir = base_dir
         self.checkpoint_dir = os.path.join(base_dir, "checkpoints")

@@ -161,8 +161,9 @@ class Runner:
         self.driver = driver(agent, env_factory, num_envs, Seeds(agent_seed, env_seed, reset_seed))
         self.schedules = optimizers.schedules_built()[schedules_before:]
         inexact = self.driver.inexact_resume()
-        if inexact:
-            logging.warning("%s", inexact)
+        if inexact:  # said at start; a warning when a resume happens (`restore`)
+            logging.info("A resume of this run would not continue exactly. %s", inexact)
+        self._closed = False
         self.state = RunnerState()
         self._store = run_directory.checkpoint_store(max_checkpoints_to_keep)
         self.stop_requested: str | None = None  # a signal's name: stop after the current step
@@ -232,12 +233,13 @@ class Runner:
         self.restored_step = step
         self.resume_seconds = time.perf_counter() - start
         logging.info(
-            "Resumed from %s at environment step %d (%.2f s)%s.",
+            "Resumed from %s at environment step %d (%.2f s).",
             self._store.directory,
             step,
             self.resume_seconds,
-            "" if exact else "; not an exact continuation, see the warning above",
         )
+        if not exact:
+            logging.warning("%s", self.driver.inexact_resume())
         return step
 
     def _check_nothing_lost(self, start_afresh: bool) -> None:
@@ -483,8 +485,11 @@ class Runner:
         return {**self.driver.time_split(), **self.seconds}
 
     def close(self) -> None:
-        self.driver.close()
-        self.eval_env.close()
+        """Releases the environments, and the asynchronous driver's workers; once."""
+        if not self._closed:
+            self._closed = True
+            self.driver.close()
+            self.eval_env.close()
 
 
 class _Progress:

@@ -1,6 +1,6 @@
 """Imports form layers (README, "Layout"): framework/ below agents/ below experiments/; inside
 framework/, the helpers, then the Agent interface, the parts, the learner and the loop, the
-drivers and the run folder's storage, and the runner on top; no circle anywhere; and agents know
+drivers, the run folder's storage, and the runner on top; no circle anywhere; and agents know
 no files, no seeding and no scheduler. Read from the source, so a new import is checked too."""
 
 import ast
@@ -31,19 +31,18 @@ FRAMEWORK_LAYERS = [
     {"framework.agent"},
     {"framework.parts"},  # and every framework.parts.* module
     {"framework.learner", "framework.loop", "framework.evaluation"},
-    {  # what the runner drives, and where a run's files go
-        "framework.drivers",
-        "framework.checkpointing",
-        "framework.summaries",
-        "framework.run_directory",
-    },
+    {"framework.drivers"},  # what the runner drives: they know no files
+    {"framework.checkpointing", "framework.summaries", "framework.run_directory"},
     {"framework.runner"},
 ]
-# What an agent may not know: files, seeding, the drivers and the scheduler.
+# What an agent may not know: files, configs, seeding, processes, the drivers and the scheduler.
 NOT_FOR_AGENTS = {
     "framework.atomic_files",
     "framework.checkpointing",
+    "framework.config",
     "framework.drivers",
+    "framework.event_reader",
+    "framework.processes",
     "framework.run_directory",
     "framework.runner",
     "framework.seeding",

@@ -25,6 +25,7 @@ backends resume with fresh workers that pull the restored global parameters.
 """
 
 import dataclasses
+import functools
 import json
 import time
 from collections.abc import Callable
@@ -33,125 +34,21 @@ import gin
 import gymnasium as gym
 import keras
 import numpy as np
-import tensorflow as tf
+from absl import logging
 
 from framework import config
 from framework.agent import Health, State
 from framework.drivers import backends
 from framework.drivers.driver import AgentFactory, Driver, Progress, Seeds
-from framework.learner import copy_variables
-from framework.loop import EndedEpisodes, EnvironmentLoop, make_vector_env
+from framework.drivers.worker import Worker
+from framework.loop import EndedEpisodes
 from framework.parts import optimizers
 from framework.parts.gradient_processors import Identity
 from framework.seeding import derived_seeds
 from framework.validation import require_positive
 
-
-class Worker:
-    """One worker: an agent as the local copy, stepping its own vector environment."""
-
-    def __init__(
-        self,
-        index: int,
-        seed: int,
-        env_factory: Callable[[], gym.Env],
-        num_envs: int,
-        agent: AgentFactory,
-    ):
-        self.index = index
-        agent_seed, env_seed = derived_seeds(seed, 2)
-        envs = make_vector_env(env_factory, num_envs)
-        # The local learner only computes gradients; the global optimizer applies them.
-        self.agent = agent(
-            envs.single_observation_space,
-            envs.single_action_space,
-            agent_seed,
-            optimizer=keras.optimizers.SGD(1.0),  # never applied
-        )
-        self.loop = EnvironmentLoop(envs, self.agent)
-        self.loop.reset(env_seed)
-        self._env_seed = env_seed
-        local = self.agent.shared_variables
-        self._copy_values = tf.function(lambda values: copy_variables(values, local))
-        self._copy_variables = None  # compiled on the first pull from variables in this process
-
-    def work(self) -> backends.WorkResult:
-        """Rollouts and their gradients until the gradient processor releases a push."""
-        steps, returns, lengths = 0, [], []
-        sums, calls, health = {}, 0, Health()
-        while True:
-            while not self.agent.rollout.full:
-                ended = self.loop.step()
-                steps += self.loop.num_envs
-                if ended is not None:
-                    returns += ended.returns.tolist()
-                    lengths += ended.lengths.tolist()
-            batch = {name: array[None] for name, array in self.agent.rollout.take().items()}
-            gradients, push_now, metrics, step_health = self.agent.learner.compute_gradients(batch)
-            health += Health.from_tensor(step_health)
-            for name, value in metrics.items():
-                sums[name] = sums.get(name, 0.0) + float(value)
-            calls += 1
-            if bool(push_now):
-                break
-        return backends.WorkResult(
-            gradients=[[g.numpy() for g in group] for group in gradients],
-            env_steps=steps,
-            metrics={name: total / calls for name, total in sums.items()},
-            health=health,
-            episode_returns=returns,
-            episode_lengths=lengths,
-        )
-
-    def pull(self, source) -> None:
-        """Copies the global parameters into the local copy: the global variables themselves
-        (workers in the driver's process) or their values (sent to a remote worker)."""
-        source = list(source)
-        if isinstance(source[0], tf.Variable):
-            if self._copy_variables is None:  # captured, not passed: ~10x cheaper per call
-                local = self.agent.shared_variables
-                self._copy_variables = tf.function(lambda: copy_variables(source, local))
-            self._copy_variables()
-        else:
-            self._copy_values(source)
-        self.agent.weights_changed()
-
-    def describe(self) -> dict:
-        """What this worker was built with (logged at start: remote workers parse the config
-        again, so this shows what they actually read)."""
-        processor = self.agent.learner.groups[0].gradient_processor
-        return {
-            "worker": self.index,
-            "num_envs": self.loop.num_envs,
-            **self.agent.describe(),
-            "gradient_processor": _describe_processor(processor),
-        }
-
-    def inexact_resume(self) -> str | None:
-        problem = self.loop.inexact_resume()
-        return problem and f"Worker {self.index}: {problem}"
-
-    def state(self) -> dict:
-        return {"agent": self.agent.state(), "loop": self.loop.state()}
-
-    def load_state(self, state: dict) -> None:
-        self.agent.load_state(state["agent"])
-        self.loop.load_state(state["loop"], reset_seed=self._env_seed)
-
-    def close(self) -> None:
-        self.loop.close()
-
-
-def _describe_processor(processor) -> str:
-    inner = getattr(processor, "processors", None)
-    if inner is not None:
-        return f"Chain({', '.join(_describe_processor(p) for p in inner)})"
-    fields = {
-        k: v
-        for k, v in vars(processor).items()
-        if not k.startswith("_") and isinstance(v, int | float) and not isinstance(v, bool)
-    }
-    return f"{type(processor).__name__}({', '.join(f'{k}={v}' for k, v in fields.items())})"
+# What the driver and its workers use of an agent, besides the Agent interface.
+_WORKER_AGENT = ("shared_variables", "weights_changed", "describe")
 
 
 @dataclasses.dataclass
@@ -186,7 +83,7 @@ class AsynchronousDriver(Driver):
         seeds: Seeds,
         num_workers: int = 2,
         envs_per_worker: int = 1,
-        backend: Callable[..., object] = backends.Threads,
+        backend: Callable[..., backends.Backend] = backends.Threads,
         optimizer: keras.optimizers.Optimizer | None = None,
     ):
         require_positive(self, num_workers=num_workers, envs_per_worker=envs_per_worker)
@@ -196,6 +93,15 @@ class AsynchronousDriver(Driver):
                 "environment; under Runner.driver = @AsynchronousDriver each worker steps "
                 "AsynchronousDriver.envs_per_worker sub-environments. Leave Runner.num_envs "
                 "unset and bind AsynchronousDriver.envs_per_worker (and num_workers) instead."
+            )
+        agent_class = agent.func if isinstance(agent, functools.partial) else agent
+        missing = [name for name in _WORKER_AGENT if not hasattr(agent_class, name)]
+        if missing:
+            raise ValueError(
+                f"AsynchronousDriver needs an agent that learns from its own n-step rollouts "
+                f"(A2CAgent, NStepQAgent); {getattr(agent_class, '__name__', agent_class)} "
+                f"has no {', '.join(missing)}. Train it with the synchronous driver (leave "
+                "Runner.driver unset)."
             )
         probe = env_factory()
         # An observation to show the policy's diagnostics at, the same all run long.
@@ -208,18 +114,6 @@ class AsynchronousDriver(Driver):
             gradient_processor=Identity(),  # the workers' processors made the push
         )
         probe.close()
-        missing = [
-            name
-            for name in ("rollout", "shared_variables", "weights_changed", "describe")
-            if not hasattr(self.agent, name)
-        ]
-        if missing:
-            raise ValueError(
-                f"AsynchronousDriver needs an agent that learns from its own n-step rollouts "
-                f"(A2CAgent, NStepQAgent); {type(self.agent).__name__} has no "
-                f"{', '.join(missing)}. Train it with the synchronous driver (leave "
-                "Runner.driver unset)."
-            )
         self._environment_steps = optimizers.environment_steps()  # read by schedules, or None
         arguments = [
             (index, worker_seed, env_factory, envs_per_worker, agent)
@@ -227,6 +121,8 @@ class AsynchronousDriver(Driver):
         ]
         self.backend = backend(Worker, arguments, config=config.snapshot())
         self.worker_descriptions = self.backend.describe()
+        for description in self.worker_descriptions:
+            logging.info("Worker: %s", description)
         self.counters = AsynchronousCounters(
             worker_env_steps=[0] * num_workers, pulled_at=[0] * num_workers
         )
@@ -356,14 +252,20 @@ class AsynchronousDriver(Driver):
         return state
 
     def load_state(self, state: State, step: int) -> bool:
-        del step  # workers reseed nothing on a resume: they restore or start fresh
-        self.counters = AsynchronousCounters(**state["counters"])
+        counters = AsynchronousCounters(**state["counters"])
+        saved, now = len(counters.pulled_at), len(self.counters.pulled_at)
+        if saved != now:
+            raise ValueError(
+                f"it was written by {saved} workers and AsynchronousDriver.num_workers is {now} "
+                f"now: resume with num_workers = {saved}"
+            )
+        self.counters = counters
         self._interval = json.loads(state["interval"])
         self.agent.load_state(state["agent"])
-        if "workers" in state:
-            self.backend.load_states(state["workers"])
-            self._workers_restored = True
-        return self._workers_restored
+        if "workers" not in state:
+            return False  # fresh workers start from the restored global networks
+        self._workers_restored = True
+        return self.backend.load_states(state["workers"], step)
 
     def time_split(self) -> dict[str, float]:
         """Waiting for the workers' rollouts and gradients; the global applies and pulls."""

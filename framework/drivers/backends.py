@@ -41,7 +41,7 @@ import multiprocessing
 import os
 import signal
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Any, Protocol
 
 import gin
 import numpy as np
@@ -51,6 +51,34 @@ from framework.agent import Health
 from framework.config import Snapshot
 
 Arrays = list[np.ndarray]
+
+
+class Backend(Protocol):
+    """What the asynchronous driver asks of where its workers run."""
+
+    def describe(self) -> list[dict]:
+        """Each worker's `describe()`, in index order."""
+
+    def submit(self, index: int) -> None:
+        """Starts worker `index`'s next `work()` (after its pull, if the driver asked one)."""
+
+    def next_result(self) -> tuple[int, WorkResult]:
+        """The next finished `work()`, and whose: waits for one."""
+
+    def pull(self, index: int, global_variables: Sequence) -> None:
+        """Worker `index` takes the global parameters before its next `work()`."""
+
+    def states(self) -> dict | None:
+        """Every worker's state where they are between two `work()` calls, else None."""
+
+    def load_states(self, states: dict, step: int) -> bool:
+        """Takes back `states()`; whether every worker continues exactly."""
+
+    def inexact_resume(self) -> str | None:
+        """Why a run resumed from a checkpoint would not continue exactly, if so."""
+
+    def close(self) -> None:
+        """Stops the workers once their work in flight is done."""
 
 
 @dataclasses.dataclass
@@ -114,10 +142,13 @@ class RoundRobin(_InProcess):
         problems = [worker.inexact_resume() for worker in self.workers]
         return next((problem for problem in problems if problem), None)
 
-    def load_states(self, states: dict) -> None:
+    def load_states(self, states: dict, step: int) -> bool:
         self._next = int(states["next"])
-        for worker, state in zip(self.workers, states["workers"], strict=True):
-            worker.load_state(state)
+        exact = [
+            worker.load_state(state, step)
+            for worker, state in zip(self.workers, states["workers"], strict=True)
+        ]
+        return all(exact)
 
 
 @gin.configurable

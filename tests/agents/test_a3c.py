@@ -13,8 +13,8 @@ import tensorflow as tf
 import experiments
 from agents.a2c import A2CAgent
 from framework import config
-from framework.drivers.asynchronous import Worker
-from framework.event_reader import read_scalars
+from framework.drivers.worker import Worker
+from framework.event_reader import read_scalars, read_tags
 from framework.parts.environments import make_env
 from framework.runner import Runner
 
@@ -148,6 +148,17 @@ def test_round_robin_resume_is_exact_and_restores_networks_optimizer_and_counter
     assert whole.driver.counters == resumed.driver.counters
 
 
+def test_resuming_with_another_number_of_workers_is_one_paragraph(tmp_path):
+    threads = "AsynchronousDriver.backend = @Threads"  # workers are not in its checkpoints
+    _train(tmp_path, ["Runner.num_steps = 100", threads])
+    with pytest.raises(experiments.RunError) as raised:
+        more = ["Runner.num_steps = 200", "AsynchronousDriver.num_workers = 3", threads]
+        _train(tmp_path, more, base=SHORT[1:])  # SHORT[0] binds num_workers = 2
+    message = str(raised.value)
+    assert "written by 2 workers and AsynchronousDriver.num_workers is 3" in message, message
+    assert "+AsynchronousDriver.num_workers = 3" in message  # the config change, named
+
+
 def test_threads_resume_from_the_global_networks_optimizer_and_counters(tmp_path):
     first = _train(tmp_path, ["AsynchronousDriver.backend = @Threads", "Runner.num_steps = 300"])
     # Which thread takes how many rollouts is up to the scheduler; together they took 300.
@@ -211,6 +222,7 @@ def test_cartpole_improves_within_a_small_budget(tmp_path):
             "Runner.eval_interval = 3000",
             "Runner.eval_episodes = 3",
             "Runner.log_interval = 1000",
+            "Runner.histogram_interval = 3000",
             "optimizers.ExponentialDecay.initial_learning_rate = 0.002",
         ],
         base=[],
@@ -232,8 +244,12 @@ def test_cartpole_improves_within_a_small_budget(tmp_path):
         "async/staleness_max",
         "async/global_updates",
         "workers/worker_1_env_steps",
+        "train/applied_updates",  # what the runner gives every run, this driver's too
+        "policy/prob_1",
+        "policy/value",
     ):
         assert tag in scalars, tag
+    assert any(tag.startswith("weights/") for tag in read_tags(tmp_path))  # histograms
     # In turn, a worker pulls right after its push: the other worker's one push in between.
     assert [value for _, value in scalars["async/staleness_max"]][-1] == 1
 

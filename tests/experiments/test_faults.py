@@ -88,7 +88,12 @@ BAD_CONFIGS = {
     "old_a3c_driver": (
         A3C,
         ["runner_class.runner = @A3C"],
-        ["runner_class.runner is an old spelling", "Runner.driver = @AsynchronousDriver"],
+        ["runner_class.runner is an old spelling", "write Runner.driver = @AsynchronousDriver"],
+    ),
+    "old_a3c_reference": (
+        A3C,
+        ["Runner.driver = @A3C"],
+        ["@A3C is an old spelling", "write @AsynchronousDriver."],
     ),
     "num_envs_under_the_asynchronous_driver": (
         A3C,
@@ -98,7 +103,7 @@ BAD_CONFIGS = {
     "an_agent_without_rollouts_on_the_asynchronous_driver": (
         DQN,
         ["Runner.driver = @AsynchronousDriver"],
-        ["AsynchronousDriver needs an agent", "DQNAgent has no rollout", "synchronous driver"],
+        ["AsynchronousDriver needs an agent", "DQNAgent has no shared_variables", "synchronous"],
     ),
 }
 

@@ -5,6 +5,7 @@ deterministic, continues exactly as the driver it was saved from)."""
 import functools
 import os
 
+import gymnasium as gym
 import numpy as np
 import pytest
 import tensorflow as tf
@@ -20,12 +21,26 @@ from framework.parts.environments import make_env
 
 CARTPOLE = functools.partial(make_env, "CartPole-v1", max_episode_steps=30)
 SEEDS = Seeds(agent=11, env=12, reset=13)
-# name -> (build, transitions per unit of progress, deterministic)
+
+
+class NaNRewards(gym.Wrapper):
+    """CartPole whose every reward is NaN: any loss that reads one is NaN."""
+
+    def step(self, action):
+        observation, _, terminated, truncated, info = self.env.step(action)
+        return observation, float("nan"), terminated, truncated, info
+
+
+def _nan_cartpole() -> gym.Env:
+    return NaNRewards(CARTPOLE())
+
+
+# name -> (build from an env factory, transitions per unit of progress, deterministic)
 DRIVERS = {
     "synchronous": (
-        lambda: SynchronousDriver(
+        lambda env_factory: SynchronousDriver(
             functools.partial(DQNAgent, learning_starts=20, train_freq=8, batch_size=8),
-            CARTPOLE,
+            env_factory,
             num_envs=2,
             seeds=SEEDS,
         ),
@@ -33,15 +48,15 @@ DRIVERS = {
         True,
     ),
     "asynchronous, in turn": (
-        lambda: AsynchronousDriver(
-            A2CAgent, CARTPOLE, 1, SEEDS, num_workers=2, backend=backends.RoundRobin
+        lambda env_factory: AsynchronousDriver(
+            A2CAgent, env_factory, 1, SEEDS, num_workers=2, backend=backends.RoundRobin
         ),
         5,  # a push: one rollout of 5 vector steps of 1 sub-environment
         True,
     ),
     "asynchronous, threads": (
-        lambda: AsynchronousDriver(
-            A2CAgent, CARTPOLE, 1, SEEDS, num_workers=2, backend=backends.Threads
+        lambda env_factory: AsynchronousDriver(
+            A2CAgent, env_factory, 1, SEEDS, num_workers=2, backend=backends.Threads
         ),
         5,
         False,
@@ -54,8 +69,8 @@ def case(request):
     build, unit, deterministic = DRIVERS[request.param]
     drivers = []
 
-    def new() -> Driver:
-        drivers.append(build())
+    def new(env_factory=CARTPOLE) -> Driver:
+        drivers.append(build(env_factory))
         return drivers[-1]
 
     yield new, unit, deterministic
@@ -116,8 +131,16 @@ def test_advance_reaches_the_first_count_at_or_past_until(case):
     again = driver.advance(progress.env_steps, progress.env_steps + 1, _never)
     assert again.env_steps == progress.env_steps + unit  # a count already reached goes one on
     metrics = driver.take_metrics()
-    assert metrics and all(np.isfinite(value) for value in metrics.values())
-    assert driver.take_metrics().keys() <= metrics.keys()  # taken: what is left is new
+    assert "train/loss" in metrics and all(np.isfinite(value) for value in metrics.values())
+    assert "train/loss" not in driver.take_metrics()  # taken: nothing new was learned since
+
+
+def test_advance_returns_right_after_a_nonfinite_update(case):
+    new, _, _ = case
+    progress = new(_nan_cartpole).advance(0, 10_000, _never)
+    assert progress.env_steps < 100, progress.env_steps  # the first update: the runner decides
+    assert progress.last_update.nonfinite_steps > 0 and progress.last_update.nonfinite_losses > 0
+    assert progress.health.applied_updates == 0  # nothing non-finite was applied
 
 
 def test_advance_returns_after_one_unit_once_asked_to_stop(case):
