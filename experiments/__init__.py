@@ -82,25 +82,29 @@ class TrainResult:
     runner: "Runner"  # the finished runner, for in-process inspection
 
 
-def default_base_dir(gin_files: Sequence[str], seed: int | None, env_id: str | None) -> str:
-    """A new folder per call: config family and name, the environment where a binding changed
-    it away from the config's name, seed, time to the microsecond."""
+def config_name(gin_files: Sequence[str], env_id: str | None = None) -> str:
+    """A config's readable name: the family and name of its last gin file, and the environment
+    where a binding changed it away from the config's name (`dqn_cartpole`)."""
     name = os.path.splitext(os.path.basename(gin_files[-1]))[0]
     family = os.path.basename(os.path.dirname(gin_files[-1])) or "run"
     if env_id:
         short = re.sub(r"^ALE/|-v\d+$", "", env_id).lower()
         if short not in name.lower():
             name = f"{name}_{env_id.replace('/', '-')}"
+    return f"{family}_{name}"
+
+
+def default_base_dir(name: str, seed: int | None) -> str:
+    """A new folder per call: the config's name, the seed, the time to the microsecond."""
     stamp = datetime.datetime.now().strftime("%Y%m%d-%H%M%S-%f")
     suffix = "" if seed is None else f"_seed{seed}"
-    return os.path.join("runs", f"{family}_{name}{suffix}_{stamp}")
+    return os.path.join("runs", f"{name}{suffix}_{stamp}")
 
 
-def hparams_group(base_dir: str) -> str:
-    """The HParams session's name: the run folder's, without its seed, so that the seeds of one
-    configuration group together (`dqn_cartpole_seed3_<time>` -> `dqn_cartpole_<time>`)."""
-    name = os.path.basename(os.path.normpath(base_dir))
-    return re.sub(r"_seed\d+(?=_|$)", "", name) or name
+def session_group(name: str, trial_key: str) -> str:
+    """The HParams session group of a run: the seeds of one trial share it, and nothing else
+    does, whatever the run folders are called (`framework/trials.py`)."""
+    return f"{name}-{trial_key}"
 
 
 @dataclasses.dataclass
@@ -110,6 +114,7 @@ class PreparedRun:
 
     runner: "Runner"
     folder: "RunDirectory"  # handed to the runner
+    name: str  # the config's readable name (`config_name`)
     command: str  # the shell command that trains the same config and seed again
     declare_hparams: bool = True  # declare the HParams dashboard's columns (sweeps: once)
     start_afresh: bool = False  # set aside checkpoints the folder lost track of; train anew
@@ -147,7 +152,8 @@ def build(
     gin.clear_config()  # a call never inherits the bindings of an earlier one
     try:
         config.parse(list(gin_files), list(bindings), seed)
-        base_dir = base_dir or default_base_dir(gin_files, seed, _bound_env_id())
+        name = config_name(gin_files, _bound_env_id())
+        base_dir = base_dir or default_base_dir(name, seed)
         folder = RunDirectory(base_dir)
         runner = Runner(folder)
     except (ValueError, ImportError, TypeError, gym.error.Error) as error:
@@ -164,7 +170,7 @@ def build(
             "spelling and scope, or remove them."
         )
     command = config.command_line(gin_files, bindings, base_dir, seed)
-    return PreparedRun(runner, folder, command, declare_hparams, start_afresh)
+    return PreparedRun(runner, folder, name, command, declare_hparams, start_afresh)
 
 
 def _without_gin_call_stack(error: Exception) -> str:
@@ -273,7 +279,7 @@ def run(prepared: PreparedRun) -> TrainResult:
     import gin
     from absl import logging
 
-    from framework import config
+    from framework import config, trials
     from framework.checkpointing import CheckpointError, CheckpointFormatError
     from framework.run_directory import RunFolderBusyError
     from framework.runner import NonFiniteError, Stopped
@@ -290,7 +296,8 @@ def run(prepared: PreparedRun) -> TrainResult:
                 raise RunError(str(error)) from None
             except CheckpointError as error:
                 raise RunError(_with_config_changes(str(error), folder)) from None
-            metadata = config.run_metadata(prepared.command, runner.seed)
+            trial = trials.trial_of(gin.operative_config_str())
+            metadata = config.run_metadata(prepared.command, runner.seed, trial.key)
             folder.record_start(gin.operative_config_str(), metadata, resumed_from)
             texts = {
                 "config": gin.markdown(gin.operative_config_str()),
@@ -298,7 +305,7 @@ def run(prepared: PreparedRun) -> TrainResult:
             }
             hparams = HParamsSession(
                 config.bound_hyperparameters(),
-                hparams_group(folder.base_dir),
+                session_group(prepared.name, trial.key),
                 prepared.declare_hparams,
             )
             # A second signal while the workers finish (the checkpoint is saved) waits too.

@@ -51,6 +51,8 @@ class Run:
     config: str  # config.gin
     values: dict  # the swept bindings' values (a sweep's record), else {}
     scalars: dict[str, list[tuple[int, float]]]
+    key: str | None = None  # its trial's key (framework/trials.py); None without a config
+    started: str = ""  # when its latest start began: the newest of a seed's runs counts
 
     def curve(self, tag: str = EVAL_TAG) -> tuple[np.ndarray, np.ndarray]:
         points = sorted(self.scalars.get(tag, []))
@@ -100,15 +102,19 @@ def _run_folders(root: str) -> list[str]:
     return found
 
 
-def load(paths: Sequence[str], finished_only: bool = True) -> list[Run]:
-    """Every run under `paths`, with its scalars (all tags, every step) and config.
+def load(paths: Sequence[str], finished_only: bool = True) -> tuple[list[Run], list[str]]:
+    """Every run under `paths`, with its scalars (all tags, every step) and config, in trials;
+    and what was said about them (a seed run twice in a trial).
 
-    Runs of a sweep come with the trial, seed and values of its record; with `finished_only`,
-    runs the record does not list as finished are left out. With several paths, each trial's
-    name starts with its folder's name, so that equal trial names stay apart.
+    Runs are one trial when their configs make one trial key (`framework/trials.py`: the same
+    operative config but for the seed and the cadences), whatever their folders are called.
+    A trial is named after its sweep trial or its folders (without seed and time stamp), with
+    the bindings that tell it apart where two trials would share a name. With several paths,
+    each trial's name starts with its folder's name, so that equal trial names stay apart.
+    Runs of a sweep come with the values of its record; with `finished_only`, runs the record
+    does not list as finished are left out.
     """
     from experiments.sweep_record import read_record
-    from framework.run_directory import RunDirectory
 
     runs = []
     for path in paths:
@@ -128,28 +134,86 @@ def load(paths: Sequence[str], finished_only: bool = True) -> list[Run]:
                 (folder, _trial_of(os.path.basename(folder)), None, {})
                 for folder in _run_folders(path)
             ]
-        for folder, trial, seed, values in entries:
-            if not os.path.isdir(folder):
-                continue
-            run_folder = RunDirectory(folder)
-            config = run_folder.read_config() or ""
-            runs.append(
-                Run(
-                    name=os.path.basename(folder),
-                    trial=prefix + trial,
-                    seed=seed if seed is not None else _seed_of(run_folder, config),
-                    folder=folder,
-                    config=config,
-                    values=values,
-                    scalars=run_folder.scalars(),
-                )
-            )
+        trial_runs = [_read_run(f, prefix + t, s, v) for f, t, s, v in entries if os.path.isdir(f)]
+        runs += _in_trials(trial_runs)
     if not runs:
         raise RunError(
             f"No runs found under {', '.join(paths)}: a run folder has config.gin and "
-            "TensorBoard event files (eval/); a sweep folder has sweep.json."
+            "TensorBoard event files; a sweep folder has sweep.json."
         )
+    return _newest_of_each_seed(runs)
+
+
+def _read_run(folder: str, name: str, seed: int | None, values: dict) -> Run:
+    from framework.run_directory import RunDirectory
+
+    run_folder = RunDirectory(folder)
+    config = run_folder.read_config() or ""
+    return Run(
+        name=os.path.basename(folder),
+        trial=name,
+        seed=seed if seed is not None else _seed_of(run_folder, config),
+        folder=folder,
+        config=config,
+        values=values,
+        scalars=run_folder.scalars(),
+        key=run_folder.trial_key(),
+        started=run_folder.started(),
+    )
+
+
+def _in_trials(runs: list[Run]) -> list[Run]:
+    """Names each run's trial: runs of one key share the name most of them were found under;
+    where two keys would share a name, each gets the bindings that tell them apart."""
+    from framework import trials
+
+    by_key: dict[str, list[Run]] = {}
+    for run in runs:
+        by_key.setdefault(run.key or f"name:{run.trial}", []).append(run)
+    names = {}
+    for key, members in by_key.items():
+        found = [run.trial for run in members]
+        names[key] = max(sorted(set(found)), key=found.count)
+    for name in set(names.values()):
+        keys = [key for key in by_key if names[key] == name]
+        configs = [by_key[key][0].config for key in keys]
+        if len(keys) < 2 or not all(configs):
+            continue
+        parsed = [trials.trial_of(config) for config in configs]
+        differing = trials.differences(parsed)
+        for key, trial in zip(keys, parsed, strict=True):
+            told = ", ".join(f"{n}={trial.bindings.get(n, 'unset')}" for n in differing)
+            names[key] = f"{name}[{told}]"
+    for key, members in by_key.items():
+        for run in members:
+            run.trial = names[key]
     return runs
+
+
+def _newest_of_each_seed(runs: list[Run]) -> tuple[list[Run], list[str]]:
+    """One run per seed and trial: the one started last counts; the others are said."""
+    kept: dict[tuple[str, int], Run] = {}
+    notes = []
+    for run in sorted((r for r in runs if r.seed is not None), key=lambda r: r.started):
+        slot = (run.trial, run.seed)
+        if slot in kept:
+            notes.append(
+                f"Trial {run.trial} holds seed {run.seed} twice, in {kept[slot].folder} and "
+                f"{run.folder}: only the newest, {run.folder}, counts."
+            )
+        kept[slot] = run
+    chosen = {id(run) for run in kept.values()}
+    return [run for run in runs if run.seed is None or id(run) in chosen], notes
+
+
+def membership(runs: Sequence[Run]) -> str:
+    """Which runs each trial holds, as lines for the console."""
+    lines = []
+    for trial in dict.fromkeys(run.trial for run in runs):
+        members = [r for r in runs if r.trial == trial]
+        listed = ", ".join(f"{r.name} (seed {r.seed})" for r in members)
+        lines.append(f"{trial} ({len(members)} runs): {listed}")
+    return "\n".join(lines)
 
 
 def default_threshold(runs: Sequence[Run]) -> float | None:
@@ -412,6 +476,7 @@ class Analysis:
     table: str
     files: list[str]
     comparison: tuple[str, str, tuple[float, float, float]] | None = None
+    notes: list[str] = dataclasses.field(default_factory=list)  # duplicated seeds, said
 
 
 def analyze(
@@ -424,7 +489,7 @@ def analyze(
     tag: str = EVAL_TAG,
 ) -> Analysis:
     """Tables and plots for the runs under `paths`, written to `output_dir`."""
-    runs = load(paths)
+    runs, notes = load(paths)
     threshold = threshold if threshold is not None else default_threshold(runs)
     runs_frame = run_table(runs, threshold, tag)
     trials_frame = trial_table(runs_frame, reps, seed)
@@ -468,7 +533,7 @@ def analyze(
     with open(os.path.join(output_dir, "trials.md"), "w") as f:
         f.write(table + "\n")
     files.append(os.path.join(output_dir, "trials.md"))
-    return Analysis(runs, runs_frame, trials_frame, threshold, table, files, comparison)
+    return Analysis(runs, runs_frame, trials_frame, threshold, table, files, comparison, notes)
 
 
 def _define_flags():
@@ -506,6 +571,9 @@ def main(argv: list[str]) -> None:
         print(f"experiments.analyze: error: {error}", file=sys.stderr)
         sys.exit(1)
     print(result.table)
+    print("\nTrials and their runs:\n" + membership(result.runs))
+    for note in result.notes:
+        print(f"\nNote: {note}")
     if result.comparison:
         a, b, (point, low, high) = result.comparison
         print(f"\nP({b} > {a}) on the final eval return: {point:.3f} [{low:.3f}, {high:.3f}]")

@@ -194,6 +194,7 @@ def define(
                     "attempts": 0,
                     "seconds": 0.0,
                     "result": None,
+                    "trial_key": None,  # once it ran: its config's (framework/trials.py)
                     "error": None,
                 }
             )
@@ -228,7 +229,7 @@ def _merge_record(sweep: Sweep) -> None:
     for run in sweep.runs:
         if run["name"] in previous:
             old = previous[run["name"]]
-            for key in ("status", "attempts", "seconds", "result", "error"):
+            for key in ("status", "attempts", "seconds", "result", "error", "trial_key"):
                 run[key] = old.get(key, run[key])
 
 
@@ -251,9 +252,8 @@ def write_experiment(sweep: Sweep) -> None:
     """Declares the dashboard's columns once for the whole sweep, before any run: the domain of
     every swept binding and the metrics (SB3#1099: columns a first run did not log vanish)."""
     hp = _hparams_api()
-    hparams = [
-        hp.HParam(p.hparam, _domain(p.domain()), display_name=p.key) for p in sweep.parameters
-    ]
+    # Named as every run's own HParams session names them (`bound_hyperparameters`).
+    hparams = [hp.HParam(p.hparam, _domain(p.domain())) for p in sweep.parameters]
     metrics = [hp.Metric(tag, display_name=name) for tag, name in METRICS]
     os.makedirs(sweep.base_dir, exist_ok=True)
     summaries.write_event_file(
@@ -276,8 +276,9 @@ def write_run_result(sweep: Sweep, run: dict) -> None:
     result = run["result"] or {}
     step = int(result.get("eval_step") or 0)
     results = []
-    if not folder.logged_its_session():
-        group = experiments.hparams_group(folder.base_dir)  # as the run itself names it
+    if not folder.logged_its_session():  # named as the run names its own
+        key = run.get("trial_key") or run["trial"]
+        group = experiments.session_group(experiments.config_name(sweep.gin_files), key)
         results.append((0, _hparams_api().hparams_pb(run["values"], trial_id=group)))
     failed = run["status"] == STATUS_FAILED
     for tag, value in (

@@ -2,6 +2,7 @@
 
 import contextlib
 import dataclasses
+import datetime
 import difflib
 import functools
 import importlib.metadata
@@ -304,10 +305,12 @@ def command_line(
     return shlex.join(arguments)
 
 
-def run_metadata(command: str, seed: int) -> dict[str, str]:
+def run_metadata(command: str, seed: int, trial: str) -> dict[str, str]:
     """What reproduces a run besides its config: command, working folder, seed, versions, git
-    commit."""
+    commit; and when it started and its trial (`framework/trials.py`), for analysis."""
     metadata = {"command": command, "working_folder": os.getcwd()}
+    metadata["started"] = datetime.datetime.now().isoformat(timespec="seconds")
+    metadata["trial"] = trial
     metadata["seed"] = str(seed)
     metadata["python"] = sys.version.split()[0]
     for package in ("rlframe", "tensorflow", "keras", "gymnasium", "gin-config", "numpy"):

@@ -34,13 +34,13 @@ def check(files: Sequence[str], bindings: Sequence[str]) -> None:
     sources.append(("--gin_bindings", None))
     bound: dict[Key, tuple[str, str]] = {}  # key -> (value, source)
     for name, text in sources:
-        values = _bindings(bindings) if text is None else _statements(text, name)
+        values = _bindings(bindings) if text is None else statements(text, name)
         for key, value in values.items():
             earlier = bound.get(key)
             if earlier and earlier[0] != value:
                 logging.info(
                     "%s = %s (%s) overrides %s from %s.",
-                    _name(key),
+                    binding_name(key),
                     value,
                     name,
                     earlier[0],
@@ -59,18 +59,19 @@ def _bindings(bindings: Sequence[str]) -> dict[Key, str]:
     values: dict[Key, str] = {}
     where: dict[Key, str] = {}
     for binding in bindings:
-        for key, value in _statements(binding, f"the binding {binding!r}").items():
+        for key, value in statements(binding, f"the binding {binding!r}").items():
             if key in values and values[key] != value:
                 raise ValueError(
-                    f"{_name(key)} is bound twice in --gin_bindings, to {values[key]} "
+                    f"{binding_name(key)} is bound twice in --gin_bindings, to {values[key]} "
                     f"({where[key]!r}) and to {value} ({binding!r}); keep one of them."
                 )
             values[key], where[key] = value, binding
     return values
 
 
-def _statements(text: str, source: str) -> dict[Key, str]:
-    """The bindings of one source as (scope, configurable, parameter) -> value text."""
+def statements(text: str, source: str) -> dict[Key, str]:
+    """The bindings of one source as (scope, configurable, parameter) -> value text; needs no
+    configurable registered (references and macros are read as their text)."""
     values: dict[Key, str] = {}
     lines: dict[Key, int] = {}
     try:
@@ -82,7 +83,7 @@ def _statements(text: str, source: str) -> dict[Key, str]:
             line = statement.location.line_num
             if key in values and values[key] != value:
                 raise ValueError(
-                    f"{_name(key)} is bound twice in {source}, to {values[key]} (line "
+                    f"{binding_name(key)} is bound twice in {source}, to {values[key]} (line "
                     f"{lines[key]}) and to {value} (line {line}); keep one of them (a later "
                     "file or --gin_bindings may override a file's value)."
                 )
@@ -103,6 +104,6 @@ def _where(error: tokenize.TokenError) -> str:
     return f"before line {position[0]} " if position else ""
 
 
-def _name(key: Key) -> str:
+def binding_name(key: Key) -> str:
     scope, selector, parameter = key
     return f"{scope + '/' if scope else ''}{selector}{'.' + parameter if parameter else ''}"

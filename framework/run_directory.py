@@ -8,10 +8,13 @@ files, and the readers that analysis and sweeps use. Nothing else decides a path
       metadata.json                 {"starts": [...], "last_checkpoint": N}
       checkpoints/                  complete-or-ignored checkpoints (framework/checkpointing.py)
       checkpoints/damaged/          damaged checkpoints, set aside, never deleted
-      train/ eval/                  event files, one curve per tag across resumes
-      events.out.tfevents.*         the run's HParams session (the folder's own split)
+      events.out.tfevents.*         the run's event files: one TensorBoard run, its tags
+                                    namespaced (train/, eval/, ...), one curve per tag across
+                                    resumes, and its HParams session
       events.out.tfevents.9999999999.sweep   a sweep's record of the run's result
       discarded/                    event files and checkpoints set aside, never deleted
+      train/ eval/                  the event files of runs written before one TensorBoard run
+                                    per training run: read as they are, merged on a resume
 
 Every file is written through `framework/atomic_files.py`: a crash or kill at any moment leaves
 it either as it was or as it was meant to be.
@@ -20,6 +23,7 @@ it either as it was or as it was meant to be.
 from __future__ import annotations
 
 import contextlib
+import datetime
 import errno
 import fcntl
 import glob
@@ -28,7 +32,9 @@ import os
 import time
 from collections.abc import Iterator, Sequence
 
-from framework import checkpointing, summaries
+from absl import logging
+
+from framework import checkpointing, summaries, trials
 from framework.atomic_files import atomic_write
 from framework.event_reader import read_scalars
 
@@ -36,8 +42,10 @@ _CONFIG = "config.gin"
 _METADATA = "metadata.json"
 _LOCK = ".lock"
 # Sorts after the run's own event files: TensorBoard reads a folder's files in name order.
-_RESULT_EVENTS = "events.out.tfevents.9999999999.sweep"
+_SWEEP_SUFFIX = ".sweep"  # what a sweep writes, here and in its own folder
+_RESULT_EVENTS = f"events.out.tfevents.9999999999{_SWEEP_SUFFIX}"
 EVAL_RETURN = "eval/episode_return"
+_OLD_EVENT_FOLDERS = ("train", "eval")  # a TensorBoard run per split, before one per run
 
 
 class RunFolderBusyError(RuntimeError):
@@ -65,7 +73,7 @@ def _reason(error: OSError) -> str:
 class RunDirectory:
     """Everything a run keeps under `base_dir`. Building one touches nothing on disk."""
 
-    FOLDERS = frozenset({"checkpoints", "train", "eval", "discarded"})  # what it holds
+    FOLDERS = frozenset({"checkpoints", "discarded", *_OLD_EVENT_FOLDERS})  # what it holds
 
     def __init__(self, base_dir: str):
         self.base_dir = base_dir
@@ -74,9 +82,10 @@ class RunDirectory:
     @staticmethod
     def holds_run(path: str) -> bool:
         """Whether `path` looks like a run folder (a config, records, or eval events)."""
-        return any(os.path.exists(os.path.join(path, name)) for name in (_CONFIG, _METADATA)) or (
-            bool(glob.glob(os.path.join(path, "eval", "*tfevents*")))
-        )
+        records = any(os.path.exists(os.path.join(path, name)) for name in (_CONFIG, _METADATA))
+        folders = [path, *(os.path.join(path, name) for name in _OLD_EVENT_FOLDERS)]
+        events = [p for f in folders for p in glob.glob(os.path.join(f, "*tfevents*"))]
+        return records or any(not p.endswith(_SWEEP_SUFFIX) for p in events)
 
     # ----- the training process's side -------------------------------------------------------
 
@@ -159,13 +168,15 @@ class RunDirectory:
         a start from scratch (None) sets every earlier event file aside instead and writes the
         run's `texts` and HParams session (a resumed run keeps those of its start).
         """
-        folders = self._event_folders()
+        folders = [self.base_dir, *self._old_event_folders()]
         if resumed_step is not None:
             damaged = os.path.join(self.base_dir, "discarded", "damaged")
             summaries.supersede_events_after(folders, resumed_step, damaged)
-            return summaries.SummaryWriters(folders)
+            self._remove_old_event_folders()
+            return summaries.SummaryWriters(self.base_dir)
         summaries.set_aside_events(folders, self._discarded())
-        writers = summaries.SummaryWriters(folders)
+        self._remove_old_event_folders()
+        writers = summaries.SummaryWriters(self.base_dir)
         for name, text in (texts or {}).items():
             writers.text(name, text)
         if hparams:
@@ -206,21 +217,55 @@ class RunDirectory:
         seed = str(starts[-1].get("seed", "")) if starts else ""
         return int(seed) if seed.isdigit() else None
 
+    def started(self) -> str:
+        """When the latest start began (ISO time; the records' own time where they predate
+        it), so that of two runs the newer can be told; "" without records."""
+        starts = self.starts()
+        if starts and starts[-1].get("started"):
+            return starts[-1]["started"]
+        path = os.path.join(self.base_dir, _METADATA)
+        if not os.path.exists(path):
+            return ""
+        return datetime.datetime.fromtimestamp(os.path.getmtime(path)).isoformat(timespec="seconds")
+
+    def trial_key(self) -> str | None:
+        """The trial key of the latest start (`framework/trials.py`): as recorded, or from
+        config.gin for a run that predates the record; None without either."""
+        starts = self.starts()
+        if starts and starts[-1].get("trial"):
+            return starts[-1]["trial"]
+        config = self.read_config()
+        return None if config is None else trials.trial_of(config).key
+
     def scalars(self) -> dict[str, list[tuple[int, float]]]:
         """Every scalar the run logged, as tag -> [(step, value)]."""
         return read_scalars(self.base_dir)
 
     def eval_curve(self) -> list[tuple[int, float]]:
         """The evaluation return at each step it was taken, in step order."""
-        eval_folder = self._event_folders()["eval"]
-        if not os.path.isdir(eval_folder):
-            return []
-        return sorted(read_scalars(eval_folder).get(EVAL_RETURN, []))
+        return sorted(self.scalars().get(EVAL_RETURN, []))
 
     # ----- the layout ------------------------------------------------------------------------
 
-    def _event_folders(self) -> summaries.Folders:
-        return {split: os.path.join(self.base_dir, split) for split in summaries.SPLITS}
+    def _old_event_folders(self) -> list[str]:
+        """The folders of the older layout that still hold event files."""
+        folders = [os.path.join(self.base_dir, name) for name in _OLD_EVENT_FOLDERS]
+        return [folder for folder in folders if glob.glob(os.path.join(folder, "*tfevents*"))]
+
+    def _remove_old_event_folders(self) -> None:
+        """Once their events are merged or set aside, the older layout's folders go (said once)."""
+        emptied = []
+        for name in _OLD_EVENT_FOLDERS:
+            folder = os.path.join(self.base_dir, name)
+            if os.path.isdir(folder) and not os.listdir(folder):
+                os.rmdir(folder)
+                emptied.append(name)
+        if emptied:
+            logging.info(
+                "Merged the event files of %s into the run folder itself: a run is one "
+                "TensorBoard run from now on, its tags keeping their namespaces.",
+                " and ".join(f"{name}/" for name in emptied),
+            )
 
     def _discarded(self) -> str:
         return os.path.join(self.base_dir, "discarded", time.strftime("%Y%m%d-%H%M%S"))

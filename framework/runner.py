@@ -280,7 +280,6 @@ class Runner:
         best = result.mean_return if best is None else max(best, result.mean_return)
         self.state.best_eval_return = best
         writers.scalars(
-            "eval",
             result.step,
             {
                 "eval/episode_return": result.mean_return,
@@ -400,7 +399,6 @@ class Runner:
         self.state.episodes += len(ended.returns)
         progress.returns.extend(ended.returns.tolist())
         writers.pending_scalars(
-            "train",
             step,
             {
                 "train/episode_return": float(ended.returns.mean()),
@@ -426,7 +424,7 @@ class Runner:
         if state.skipped_nonfinite_steps or step >= self.num_steps:  # noise when zero
             scalars["train/skipped_nonfinite_steps"] = state.skipped_nonfinite_steps
         scalars.update(self.driver.diagnostics())
-        writers.scalars("train", step, scalars)
+        writers.scalars(step, scalars)
         recent = np.mean(progress.returns) if progress.returns else float("nan")
         logging.info(
             "step %d/%d | return (last %d episodes) %.1f | %.0f steps/s",

@@ -1,7 +1,8 @@
-"""TensorBoard output: one writer per split, and continuous curves across resumes.
+"""TensorBoard output: one event file per start of a run, and continuous curves across resumes.
 
-The only code that writes event files; which folder each split goes to is the run folder's
-decision (`framework/run_directory.py`), handed in as a mapping from split to folder.
+The only code that writes event files. A run is one TensorBoard run: every tag of a start goes
+to one file in the run's folder, the tags namespaced (`train/`, `eval/`, `losses/`, ...), and
+where that folder is, is the run folder's decision (`framework/run_directory.py`).
 """
 
 import dataclasses
@@ -10,7 +11,7 @@ import itertools
 import os
 import socket
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 
 import tensorflow as tf
 from absl import logging
@@ -23,9 +24,6 @@ from tensorboard.plugins.text import summary_v2 as text_summary
 from framework import atomic_files
 from framework.event_reader import read_events
 
-# The streams a run writes: "" holds its HParams session (whose metrics live in "eval").
-SPLITS = ("", "train", "eval")
-Folders = Mapping[str, str]  # split -> the folder of its event files
 _PENDING_SUFFIX = ".pending"  # no "tfevents" in the name: TensorBoard ignores it
 # The HParams dashboard's metrics: the final and the best evaluation return.
 HPARAMS_METRICS = (
@@ -39,84 +37,79 @@ class HParamsSession:
     """A run's entry in TensorBoard's HParams dashboard."""
 
     values: dict[str, bool | int | float | str]  # the hyperparameters the config binds
-    group: str  # the session's name; the seeds of one configuration share it
+    group: str  # the session group's name: the seeds of one trial share it
     declare_columns: bool = True  # also write the dashboard's columns (a sweep does it once)
 
 
 class SummaryWriters:
-    """An event file per split, in the folders given; tags are written as given.
+    """One event file in `folder`; tags are written as given.
 
     Every summary is TensorBoard's own proto (`scalar_pb`'s layout, `histogram_pb`, `text_pb`,
     `hparams_pb`) appended by TF's record writer: `tf.summary`'s ops cost ~0.4 ms a tag eagerly
     and ~3 ms a call compiled, more than a log step's worth of environment steps, against
-    ~10 us a tag here. `pending_scalars` holds points back until the next write to their split,
-    `flush`, `sync` or `close`: per-episode points then cost a list append each.
+    ~10 us a tag here. `pending_scalars` holds points back until the next `scalars`, `flush`,
+    `sync` or `close`: per-episode points then cost a list append each.
     """
 
-    def __init__(self, folders: Folders):
-        self._files = {split: _EventFile(folders[split]) for split in SPLITS}
-        # (split, tags) -> the steps and values held back
-        self._pending: dict[tuple[str, tuple[str, ...]], list[tuple[int, list[float]]]] = {}
+    def __init__(self, folder: str):
+        self._file = _EventFile(folder)
+        self._pending: dict[tuple[str, ...], list[tuple[int, list[float]]]] = {}  # by tags
 
-    def scalars(self, split: str, step: int, values: dict[str, float]) -> None:
-        """Writes `values` at `step` now, after any points pending for `split`."""
-        self._write_pending(split)
-        self._write(split, tuple(values), [(step, list(values.values()))])
+    def scalars(self, step: int, values: dict[str, float]) -> None:
+        """Writes `values` at `step` now, after any points pending."""
+        self._write_pending()
+        self._write(tuple(values), [(step, list(values.values()))])
 
-    def pending_scalars(self, split: str, step: int, values: dict[str, float]) -> None:
-        """Holds `values` at `step` back, to be written with the next write to `split`."""
-        self._pending.setdefault((split, tuple(values)), []).append((step, list(values.values())))
+    def pending_scalars(self, step: int, values: dict[str, float]) -> None:
+        """Holds `values` at `step` back, to be written with the next write."""
+        self._pending.setdefault(tuple(values), []).append((step, list(values.values())))
 
-    def _write_pending(self, split: str | None = None) -> None:
-        for key in [key for key in self._pending if split in (None, key[0])]:
-            self._write(*key, self._pending[key])
-            del self._pending[key]  # only once written: a failed write keeps them
+    def _write_pending(self) -> None:
+        for tags in list(self._pending):
+            self._write(tags, self._pending[tags])
+            del self._pending[tags]  # only once written: a failed write keeps them
 
-    def _write(self, split: str, tags: tuple[str, ...], points: list[tuple[int, list]]) -> None:
+    def _write(self, tags: tuple[str, ...], points: list[tuple[int, list]]) -> None:
         for step, row in points:
             values = [_scalar_value(tag, value) for tag, value in zip(tags, row, strict=True)]
-            self._files[split].add(step, summary_pb2.Summary(value=values))
+            self._file.add(step, summary_pb2.Summary(value=values))
 
     def histograms(self, step: int, variables: dict[str, tf.Variable]) -> None:
         for name, variable in variables.items():
-            summary = histogram_summary.histogram_pb(f"weights/{name}", variable.numpy())
-            self._files["train"].add(step, summary)
+            self._file.add(
+                step, histogram_summary.histogram_pb(f"weights/{name}", variable.numpy())
+            )
 
     def text(self, name: str, text: str, step: int = 0) -> None:
-        self._files["train"].add(step, text_summary.text_pb(name, text))
+        self._file.add(step, text_summary.text_pb(name, text))
 
     def hparams(self, session: HParamsSession) -> None:
         """The run's hyperparameters as an HParams session, with the eval returns (final and
-        best) as its metrics, read from eval/."""
+        best) as its metrics."""
         if session.declare_columns:
             config = hp.hparams_config_pb(
                 hparams=[hp.HParam(name) for name in sorted(session.values)],
-                metrics=[
-                    hp.Metric(tag, group="eval", display_name=name) for tag, name in HPARAMS_METRICS
-                ],
+                metrics=[hp.Metric(tag, display_name=name) for tag, name in HPARAMS_METRICS],
             )
-            self._files[""].add(0, config)
-        self._files[""].add(0, hp.hparams_pb(session.values, trial_id=session.group))
+            self._file.add(0, config)
+        self._file.add(0, hp.hparams_pb(session.values, trial_id=session.group))
 
     def flush(self) -> None:
         self._write_pending()
-        for file in self._files.values():
-            file.flush()
+        self._file.flush()
 
     def sync(self) -> None:
-        """Flushes and fsyncs every event file (and its folder's entry for it), before a
+        """Flushes and fsyncs the event file (and its folder's entry for it), before a
         checkpoint marks this step done."""
         self.flush()
-        for file in self._files.values():
-            atomic_files.fsync(file.path)
-            atomic_files.fsync(os.path.dirname(file.path))
+        atomic_files.fsync(self._file.path)
+        atomic_files.fsync(os.path.dirname(self._file.path))
 
     def close(self) -> None:
         try:
             self._write_pending()
         finally:
-            for file in self._files.values():
-                file.close()
+            self._file.close()
 
 
 _SCALAR_METADATA = scalar_metadata.create_summary_metadata(display_name=None, description=None)
@@ -173,20 +166,26 @@ def write_event_file(path: str, summaries: Sequence[tuple[int, summary_pb2.Summa
             records.write(event.SerializeToString())
 
 
-def set_aside_events(folders: Folders, target: str) -> None:
+def set_aside_events(folders: Sequence[str], target: str) -> None:
     """A run starting from scratch in a folder with event files (an earlier start that never
-    completed a checkpoint, or a reused folder) moves them to `target`, not away, renamed so
-    that neither TensorBoard nor an event reader takes them for a run's events."""
-    originals = [
-        (split, path)
-        for split in SPLITS
-        for path in glob.glob(os.path.join(folders[split], "*tfevents*"))
-    ]
+    completed a checkpoint, or a reused folder) moves those of `folders` to `target`, not away,
+    renamed so that neither TensorBoard nor an event reader takes them for a run's events."""
+    originals = [path for folder in folders for path in _event_files(folder)]
     if not originals:
         return
-    for split, path in originals:
-        _set_aside(path, os.path.join(target, split))
+    for path in originals:
+        _set_aside(path, os.path.join(target, _relative_folder(path, folders[0])))
     logging.warning("Starting afresh: moved the earlier event files to %s.", target)
+
+
+def _event_files(folder: str) -> list[str]:
+    return sorted(glob.glob(os.path.join(folder, "*tfevents*")))
+
+
+def _relative_folder(path: str, top: str) -> str:
+    """Where `path`'s folder lies below `top` ("" for `top` itself), to keep it apart."""
+    relative = os.path.relpath(os.path.dirname(path), top)
+    return "" if relative == "." else relative
 
 
 def _set_aside(path: str, folder: str) -> None:
@@ -196,50 +195,51 @@ def _set_aside(path: str, folder: str) -> None:
     os.replace(path, os.path.join(folder, name))
 
 
-def supersede_events_after(folders: Folders, step: int, damaged: str) -> None:
-    """Drops every logged event with a step after `step`, the step a run resumes from.
+def supersede_events_after(folders: Sequence[str], step: int, damaged: str) -> None:
+    """Merges the event files of `folders` into one file in `folders[0]`, without any event
+    with a step after `step`, the step a run resumes from.
 
     What a killed run logged after its last checkpoint is logged again by the resumed run, so
-    keeping it would give TensorBoard (and the analysis) two values at the same step. Each
-    split's files are merged into one filtered file, written atomically under a pending name
-    (the commit point: `atomic_files.atomic_path`); only then are the old files removed and
-    the pending one named as an event file. A crash at any point leaves either the
-    old files or the complete filtered copy, never neither. A file with a damaged record (not
-    just a torn end) is moved to `damaged/<split>`, never deleted.
+    keeping it would give TensorBoard (and the analysis) two values at the same step. The other
+    folders are those of an older layout (a TensorBoard run per split), merged in on the way.
+    The merged file is written atomically under a pending name (the commit point:
+    `atomic_files.atomic_path`); only then are the old files removed and the pending one named
+    as an event file. A crash at any point leaves either the old files or the complete merged
+    copy, never neither. A file with a damaged record (not just a torn end) is moved to
+    `damaged`, never deleted.
     """
-    for split in SPLITS:
-        directory = folders[split]
-        pending = os.path.join(directory, f"events.merged{_PENDING_SUFFIX}")
-        final = os.path.join(directory, f"events.out.tfevents.{step:012d}.resumed")
-        originals = sorted(glob.glob(os.path.join(directory, "*tfevents*")))
-        if os.path.exists(pending):  # committed by an earlier start that stopped right after
-            for path in originals:
-                os.remove(path)
-            os.replace(pending, final)
-            originals = [final]
-        if not originals:
-            continue
-        kept, unreadable = [], []
+    top = folders[0]
+    pending = os.path.join(top, f"events.merged{_PENDING_SUFFIX}")
+    final = os.path.join(top, f"events.out.tfevents.{step:012d}.resumed")
+    originals = [path for folder in folders for path in _event_files(folder)]
+    if os.path.exists(pending):  # committed by an earlier start that stopped right after
         for path in originals:
-            events, intact = read_events(path)
-            kept += [e for e in events if e.step <= step or e.HasField("file_version")]
-            if not intact:
-                unreadable.append(path)
-        kept.sort(key=lambda event: (event.step, event.wall_time))
-        # TensorBoard's readers drop what a file logged after a START at an earlier step.
-        kept.append(
-            event_pb2.Event(
-                wall_time=time.time(),
-                step=step,
-                session_log=event_pb2.SessionLog(status=event_pb2.SessionLog.START),
-            )
-        )
-        with atomic_files.atomic_path(pending) as temp, tf.io.TFRecordWriter(temp) as writer:
-            for event in kept:
-                writer.write(event.SerializeToString())
-        for path in originals:
-            if path in unreadable:
-                _set_aside(path, os.path.join(damaged, split))
-            else:
-                os.remove(path)
+            os.remove(path)
         os.replace(pending, final)
+        originals = [final]
+    if not originals:
+        return
+    kept, unreadable = [], []
+    for path in originals:
+        events, intact = read_events(path)
+        kept += [e for e in events if e.step <= step or e.HasField("file_version")]
+        if not intact:
+            unreadable.append(path)
+    kept.sort(key=lambda event: (event.step, event.wall_time))
+    # TensorBoard's readers drop what a file logged after a START at an earlier step.
+    kept.append(
+        event_pb2.Event(
+            wall_time=time.time(),
+            step=step,
+            session_log=event_pb2.SessionLog(status=event_pb2.SessionLog.START),
+        )
+    )
+    with atomic_files.atomic_path(pending) as temp, tf.io.TFRecordWriter(temp) as writer:
+        for event in kept:
+            writer.write(event.SerializeToString())
+    for path in originals:
+        if path in unreadable:
+            _set_aside(path, os.path.join(damaged, _relative_folder(path, top)))
+        else:
+            os.remove(path)
+    os.replace(pending, final)

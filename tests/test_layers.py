@@ -26,6 +26,7 @@ FRAMEWORK_LAYERS = [
         "framework.packed_outputs",
         "framework.processes",
         "framework.seeding",
+        "framework.trials",
         "framework.validation",
     },
     {"framework.agent"},

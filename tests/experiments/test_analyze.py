@@ -68,13 +68,15 @@ def test_probability_of_improvement():
     assert low <= point <= high
 
 
-def _write_run(folder, seed, eval_curve, speeds):
-    """A run folder as the runner leaves it: config.gin, metadata.json, eval/ and train/."""
+def _write_run(folder, seed, eval_curve, speeds, config="", started=None):
+    """A run folder as the runner left it before one TensorBoard run per training run:
+    config.gin, metadata.json, eval/ and train/ (analysis reads both layouts)."""
     os.makedirs(folder)
     with open(os.path.join(folder, "config.gin"), "w") as f:
-        f.write(f"make_env.env_id = 'CartPole-v1'\nRunner.seed = {seed}\n")
+        f.write(f"make_env.env_id = 'CartPole-v1'\nRunner.seed = {seed}\n{config}")
+    start = {"seed": str(seed), "resumed_from_step": None}
     with open(os.path.join(folder, "metadata.json"), "w") as f:
-        f.write(json.dumps({"starts": [{"seed": str(seed), "resumed_from_step": None}]}))
+        f.write(json.dumps({"starts": [{**start, **({"started": started} if started else {})}]}))
     for split, tag, points in (
         ("eval", "eval/episode_return", eval_curve),
         ("train", "train/steps_per_second", speeds),
@@ -123,3 +125,36 @@ def test_the_analysis_of_two_configs_matches_hand_computed_numbers(tmp_path):
     for name in ("runs.csv", "trials.csv", "trials.md", "learning_curves.png", "comparison.png"):
         assert os.path.getsize(out / name) > 0
     assert "| fast/fast |" in result.table
+
+
+def test_runs_are_trials_by_their_config_not_their_folders_and_a_seed_counts_once(tmp_path):
+    """A 50k run and two 3k runs under the same folder names, seed 1 of the 3k runs twice."""
+    runs = tmp_path / "runs"
+
+    def run(stamp: str, seed: int, num_steps: int, final: float) -> None:
+        _write_run(
+            runs / f"dqn_cartpole_seed{seed}_20261125-{stamp}-000001",
+            seed,
+            [(1000, 10.0), (num_steps, final)],
+            [(num_steps, 1000.0)],
+            config=f"Runner.num_steps = {num_steps}\nRunner.log_interval = {num_steps // 10}\n",
+            started=f"2026-11-25T{stamp[:2]}:{stamp[2:4]}:{stamp[4:]}",
+        )
+
+    run("100000", 0, 50_000, 500.0)
+    run("110000", 0, 3000, 20.0)
+    run("110500", 1, 3000, 30.0)
+    run("120000", 1, 3000, 40.0)  # seed 1 again, later: it counts
+    result = analyze.analyze([str(runs)], str(tmp_path / "out"), reps=200)
+    trials = result.trials_frame.set_index("trial")
+    long, short = "dqn_cartpole[Runner.num_steps=50000]", "dqn_cartpole[Runner.num_steps=3000]"
+    assert set(trials.index) == {long, short}  # log_interval differs too, but is a cadence
+    assert trials.loc[long, "seeds"] == 1 and trials.loc[short, "seeds"] == 2
+    assert trials.loc[short, "final_mean"] == pytest.approx((20.0 + 40.0) / 2)
+    (note,) = result.notes
+    assert f"Trial {short} holds seed 1 twice" in note
+    assert note.endswith(
+        "only the newest, " + str(runs / "dqn_cartpole_seed1_20261125-120000-000001") + ", counts."
+    )
+    listing = analyze.membership(result.runs)
+    assert f"{short} (2 runs): dqn_cartpole_seed0_20261125-110000-000001 (seed 0), " in listing

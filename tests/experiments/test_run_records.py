@@ -30,19 +30,18 @@ def _hparams_records(base_dir) -> list[plugin_data_pb2.HParamsPluginData]:
     return records
 
 
-def test_hparams_name_the_run_without_its_seed_list_bound_values_and_eval_metrics(tmp_path):
-    for seed, rate in ((1, 0.01), (2, 0.003)):
+def test_hparams_group_the_seeds_of_one_trial_list_bound_values_and_eval_metrics(tmp_path):
+    runs = {"a": (1, 0.01), "b": (2, 0.01), "c": (1, 0.003)}  # a and b: one trial, two seeds
+    for name, (seed, rate) in runs.items():
         experiments.train(
-            BANDIT,
-            [*SHORT, f"optimizers.Adam.learning_rate = {rate}"],
-            str(tmp_path / f"bandit_lr{rate}_seed{seed}"),
-            seed=seed,
+            BANDIT, [*SHORT, f"optimizers.Adam.learning_rate = {rate}"], str(tmp_path / name), seed
         )
-    for seed, rate in ((1, 0.01), (2, 0.003)):
-        records = _hparams_records(tmp_path / f"bandit_lr{rate}_seed{seed}")
+    groups = {}
+    for name, (_, rate) in runs.items():
+        records = _hparams_records(tmp_path / name)
         (experiment,) = [r.experiment for r in records if r.HasField("experiment")]
         (session,) = [r.session_start_info for r in records if r.HasField("session_start_info")]
-        assert session.group_name == f"bandit_lr{rate}"  # the seed is not part of the name
+        groups[name] = session.group_name
         hparams = dict(session.hparams)
         assert hparams["Adam.learning_rate"].number_value == pytest.approx(rate)
         assert hparams["MultiArmedBanditEnv.stds"].number_value == 0.5
@@ -53,14 +52,17 @@ def test_hparams_name_the_run_without_its_seed_list_bound_values_and_eval_metric
             "eval/episode_return",
             "eval/best_episode_return",
         }
-        assert {info.name.group for info in experiment.metric_infos} == {"eval"}
+        assert {info.name.group for info in experiment.metric_infos} == {""}  # this run's own
         assert {info.name for info in experiment.hparam_infos} == set(hparams)
-        evals = read_scalars(tmp_path / f"bandit_lr{rate}_seed{seed}")
+        evals = read_scalars(tmp_path / name)
         best = evals["eval/best_episode_return"]
         returns = [value for _, value in evals["eval/episode_return"]]
         assert [value for _, value in best] == pytest.approx(
             [max(returns[: i + 1]) for i in range(len(returns))]
         )
+    # Named after the trial, whatever the folders are called: the seeds of a and b group.
+    assert groups["a"] == groups["b"] != groups["c"]
+    assert groups["a"].startswith("reinforce_bandit")
 
 
 def test_a_staircase_in_environment_steps_changes_the_rate_at_those_steps(tmp_path):
@@ -102,10 +104,13 @@ def test_console_shows_evaluations_a_summary_and_that_a_finished_run_is_finished
 
 
 def test_default_folder_names_the_environment_a_binding_changed():
-    named = experiments.default_base_dir(["gin_configs/dqn/cartpole.gin"], 3, "Acrobot-v1")
+    acrobot = experiments.config_name(["gin_configs/dqn/cartpole.gin"], "Acrobot-v1")
+    named = experiments.default_base_dir(acrobot, 3)
     assert os.path.basename(named).startswith("dqn_cartpole_Acrobot-v1_seed3_")
-    same = experiments.default_base_dir(["gin_configs/dqn/cartpole.gin"], None, "CartPole-v1")
-    assert os.path.basename(same).startswith("dqn_cartpole_2")
+    cartpole = experiments.config_name(["gin_configs/dqn/cartpole.gin"], "CartPole-v1")
+    assert os.path.basename(experiments.default_base_dir(cartpole, None)).startswith(
+        "dqn_cartpole_2"
+    )
 
 
 def test_the_recorded_command_pasted_elsewhere_reproduces_the_run(tmp_path):

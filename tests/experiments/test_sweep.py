@@ -103,7 +103,8 @@ def test_the_sweep_declares_its_hparams_domains_and_each_run_its_values(grid):
             if h.session_start_info.group_name
         ]
         (start,) = sessions
-        assert start.session_start_info.group_name == run["trial"]  # the seeds group together
+        # Named after the trial's key, as single runs name theirs: the seeds group together.
+        assert start.session_start_info.group_name.endswith(f"-{run['trial_key']}")
         value = start.session_start_info.hparams["Adam.learning_rate"].number_value
         assert value == run["values"]["Adam.learning_rate"]
         scalars = read_scalars(folder)
@@ -111,6 +112,8 @@ def test_the_sweep_declares_its_hparams_domains_and_each_run_its_values(grid):
         assert scalars["sweep/final_eval_return"][0][1] == pytest.approx(
             run["result"]["final_eval_return"]
         )
+    keys = {(run["trial"], run["trial_key"]) for run in grid.runs}
+    assert len(keys) == len({key for _, key in keys}) == 2  # one key per trial, two trials
 
 
 def test_the_analysis_table_matches_the_event_files(grid, tmp_path):

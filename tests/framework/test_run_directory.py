@@ -11,12 +11,13 @@ import pytest
 from framework.atomic_files import atomic_path, atomic_write
 from framework.event_reader import read_scalars
 from framework.run_directory import RunDirectory, RunFolderBusyError
+from framework.summaries import SummaryWriters
 
 
 def _log(base_dir, steps) -> None:
     writers = RunDirectory(str(base_dir)).open_writers(None)
     for step in steps:
-        writers.scalars("train", step, {"train/x": float(step)})
+        writers.scalars(step, {"train/x": float(step)})
     writers.close()
 
 
@@ -92,20 +93,38 @@ def test_record_start_keeps_a_changed_config_and_lists_every_start(tmp_path):
 def test_open_writers_from_scratch_sets_earlier_events_aside(tmp_path):
     _log(tmp_path, range(1, 4))
     writers = RunDirectory(str(tmp_path)).open_writers(None)
-    writers.scalars("train", 1, {"train/x": 10.0})
+    writers.scalars(1, {"train/x": 10.0})
     writers.close()
-    assert read_scalars(str(tmp_path / "train"))["train/x"] == [(1, 10.0)]
-    assert glob.glob(str(tmp_path / "discarded" / "*" / "train" / "*set-aside-events*"))
+    assert read_scalars(str(tmp_path))["train/x"] == [(1, 10.0)]
+    assert glob.glob(str(tmp_path / "discarded" / "*" / "*set-aside-events*"))
 
 
 def test_open_writers_on_resume_supersedes_later_steps(tmp_path):
     _log(tmp_path, range(1, 11))  # killed at step 10; its checkpoint was at 5
     writers = RunDirectory(str(tmp_path)).open_writers(5)
     for step in range(6, 9):
-        writers.scalars("train", step, {"train/x": float(step)})
+        writers.scalars(step, {"train/x": float(step)})
     writers.close()
     steps = [step for step, _ in read_scalars(str(tmp_path))["train/x"]]
     assert sorted(steps) == list(range(1, 9))
+    assert len(glob.glob(str(tmp_path / "*tfevents*"))) == 2  # merged, and the new start's
+
+
+def test_a_run_of_the_older_layout_resumes_into_one_tensorboard_run(tmp_path, caplog):
+    for split, tag in (("train", "train/x"), ("eval", "eval/episode_return")):
+        writers = SummaryWriters(str(tmp_path / split))
+        for step in range(1, 11):
+            writers.scalars(step, {tag: float(step)})
+        writers.close()
+    run = RunDirectory(str(tmp_path))
+    assert run.eval_curve()[-1] == (10, 10.0) and run.holds_run(str(tmp_path))  # read as is
+    caplog.set_level("INFO")
+    run.open_writers(5).close()
+    assert not (tmp_path / "train").exists() and not (tmp_path / "eval").exists()
+    assert "Merged the event files of train/ and eval/" in caplog.text
+    scalars = read_scalars(str(tmp_path))
+    assert [s for s, _ in scalars["train/x"]] == [1, 2, 3, 4, 5]
+    assert run.eval_curve() == [(step, float(step)) for step in range(1, 6)]
 
 
 def test_checkpoint_store_lives_in_the_checkpoints_folder(tmp_path):

@@ -3,47 +3,36 @@
 import glob
 import os
 
-import pytest
 import tensorflow as tf
 
 from framework.event_reader import read_events, read_scalars
-from framework.summaries import (
-    SPLITS,
-    SummaryWriters,
-    set_aside_events,
-    supersede_events_after,
-)
+from framework.summaries import SummaryWriters, set_aside_events, supersede_events_after
 
 
-def _folders(base_dir) -> dict[str, str]:
-    """The layout a run folder gives: the HParams split at its top, train/ and eval/ below."""
-    return {split: os.path.join(str(base_dir), split) for split in SPLITS}
+def _supersede(base_dir, step: int, *old_folders: str) -> None:
+    folders = [str(base_dir), *(str(base_dir / name) for name in old_folders)]
+    supersede_events_after(folders, step, str(base_dir / "discarded" / "damaged"))
 
 
-def _supersede(base_dir, step: int) -> None:
-    supersede_events_after(
-        _folders(base_dir), step, os.path.join(str(base_dir), "discarded", "damaged")
-    )
-
-
-def _log(base_dir, steps) -> None:
-    writers = SummaryWriters(_folders(base_dir))
+def _log(folder, steps, tag: str = "train/x") -> None:
+    writers = SummaryWriters(str(folder))
     for step in steps:
-        writers.scalars("train", step, {"train/x": float(step)})
+        writers.scalars(step, {tag: float(step)})
     writers.close()
 
 
-def _event_files(base_dir, split="train") -> list[str]:
-    return sorted(glob.glob(os.path.join(str(base_dir), split, "*tfevents*")))
+def _event_files(folder) -> list[str]:
+    return sorted(glob.glob(os.path.join(str(folder), "*tfevents*")))
 
 
 def test_pending_points_are_written_in_step_order_before_the_next_write_and_on_close(tmp_path):
-    writers = SummaryWriters(_folders(tmp_path))
+    writers = SummaryWriters(str(tmp_path))
     for step in (3, 5):  # e.g. episodes that ended at these steps
-        writers.pending_scalars("train", step, {"train/r": step / 10, "train/n": 1})
-    writers.pending_scalars("eval", 4, {"eval/r": 0.4})
-    writers.scalars("train", 6, {"train/loss": 2.5})  # writes train's pending points first
-    writers.pending_scalars("train", 7, {"train/r": 0.7, "train/n": 2})
+        writers.pending_scalars(step, {"train/r": step / 10, "train/n": 1})
+    writers.scalars(6, {"train/loss": 2.5})  # writes the pending points first
+    writers.pending_scalars(7, {"train/r": 0.7, "train/n": 2})
+    writers.scalars(7, {"eval/r": 0.4})  # every tag in one file: one TensorBoard run
+    writers.pending_scalars(8, {"train/r": 0.8, "train/n": 1})
     writers.close()  # writes the rest
     (path,) = _event_files(tmp_path)
     written = [
@@ -60,8 +49,10 @@ def test_pending_points_are_written_in_step_order_before_the_next_write_and_on_c
         (6, "train/loss", 2.5),
         (7, "train/r", 0.7),
         (7, "train/n", 2.0),
+        (7, "eval/r", 0.4),
+        (8, "train/r", 0.8),
+        (8, "train/n", 1.0),
     ]
-    assert read_scalars(str(tmp_path))["eval/r"] == [(4, pytest.approx(0.4))]
 
 
 def test_supersede_keeps_steps_up_to_the_resume_step_then_logging_continues(tmp_path):
@@ -97,13 +88,13 @@ def test_a_damaged_record_moves_the_file_aside_instead_of_deleting_it(tmp_path):
     _, intact = read_events(path)
     assert not intact
     _supersede(tmp_path, 100)
-    (kept,) = glob.glob(str(tmp_path / "discarded" / "damaged" / "train" / "*set-aside-events*"))
+    (kept,) = glob.glob(str(tmp_path / "discarded" / "damaged" / "*set-aside-events*"))
     assert os.path.getsize(kept) == size
 
 
 def test_a_committed_merge_is_completed_by_the_next_start(tmp_path):
     _log(tmp_path, range(1, 11))
-    pending = tmp_path / "train" / "events.merged.pending"
+    pending = tmp_path / "events.merged.pending"
     # Simulate a start that wrote and committed its filtered copy, then died.
     _supersede(tmp_path, 4)
     (merged,) = _event_files(tmp_path)
@@ -117,28 +108,44 @@ def test_a_committed_merge_is_completed_by_the_next_start(tmp_path):
 
 def test_a_fresh_start_sets_earlier_events_aside(tmp_path):
     _log(tmp_path, range(1, 4))
+    _log(tmp_path / "eval", range(1, 3), "eval/x")  # the older layout's folder too
     (path,) = _event_files(tmp_path)
     size = os.path.getsize(path)
-    set_aside_events(_folders(tmp_path), str(tmp_path / "discarded" / "fresh"))
-    assert _event_files(tmp_path) == []
-    (moved,) = glob.glob(str(tmp_path / "discarded" / "*" / "train" / "*set-aside-events*"))
+    set_aside_events([str(tmp_path), str(tmp_path / "eval")], str(tmp_path / "discarded" / "a"))
+    assert _event_files(tmp_path) == [] and _event_files(tmp_path / "eval") == []
+    (moved,) = glob.glob(str(tmp_path / "discarded" / "a" / "*set-aside-events*"))
     assert os.path.getsize(moved) == size
+    assert glob.glob(str(tmp_path / "discarded" / "a" / "eval" / "*set-aside-events*"))
     # Renamed: neither TensorBoard nor a recursive `*tfevents*` reader sees it as a run's.
     assert not glob.glob(str(tmp_path / "discarded" / "**" / "*tfevents*"), recursive=True)
+
+
+def test_a_run_of_the_older_layout_is_merged_into_one_file_on_resume(tmp_path):
+    """Before one TensorBoard run per training run, train/ and eval/ were runs of their own."""
+    _log(tmp_path / "train", range(1, 11))
+    _log(tmp_path / "eval", (5, 10), "eval/x")
+    _log(tmp_path, [])  # the HParams split at the top
+    _supersede(tmp_path, 5, "train", "eval")
+    assert _event_files(tmp_path / "train") == _event_files(tmp_path / "eval") == []
+    (merged,) = _event_files(tmp_path)
+    scalars = read_scalars(str(tmp_path))
+    assert scalars["train/x"] == [(step, float(step)) for step in range(1, 6)]
+    assert scalars["eval/x"] == [(5, 5.0)]
+    assert merged.endswith(".resumed")
 
 
 def test_tensorboard_reads_every_kind_of_summary_written(tmp_path):
     """The writer builds TensorBoard's protos itself: TensorBoard's own loader must read them."""
     from tensorboard.backend.event_processing import plugin_event_accumulator
 
-    writers = SummaryWriters(_folders(tmp_path))
-    writers.scalars("train", 7, {"train/loss": 2.5, "train/epsilon": 0.1})
+    writers = SummaryWriters(str(tmp_path))
+    writers.scalars(7, {"train/loss": 2.5, "train/epsilon": 0.1})
     weights = tf.Variable(tf.reshape(tf.range(12, dtype=tf.float32), [3, 4]))
     writers.histograms(7, {"dense/kernel": weights})
     writers.text("config", "lr = 0.1")
     writers.close()
     accumulator = plugin_event_accumulator.EventAccumulator(
-        str(tmp_path / "train"), size_guidance={plugin_event_accumulator.TENSORS: 0}
+        str(tmp_path), size_guidance={plugin_event_accumulator.TENSORS: 0}
     )
     accumulator.Reload()
     assert accumulator.PluginTagToContent("scalars").keys() == {"train/loss", "train/epsilon"}
