@@ -160,9 +160,12 @@ def build(
         raise RunError(_without_gin_call_stack(error)) from error
     except RuntimeError as error:  # gin: a required parameter the config does not bind
         raise RunError(_required_binding_message(error, gin_files)) from error
-    unused = config.unused_bindings()
+    own = config.own_bindings(gin_files, bindings)
+    unused = [binding for binding in config.unused_bindings() if binding in own]
     for binding in unused:
         logging.warning("Binding %s was never used by any part this config builds.", binding)
+    for binding in sorted(set(config.unused_bindings()) - own):
+        logging.info("Binding %s, of an included file, is not used by this config.", binding)
     if unused and strict:
         runner.close()  # its environments, and the asynchronous driver's workers
         raise RunError(

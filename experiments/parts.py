@@ -36,6 +36,7 @@ KINDS = {
     "replay": "Replay",
     "exploration": "Exploration",
     "environments": "Environments",
+    "wrappers": "Environment wrappers (make_env.wrappers)",
     "runner": "Runner",
     "drivers": "Drivers (Runner.driver) and where asynchronous workers run",
 }
@@ -88,6 +89,8 @@ def kind_of(module: str) -> str:
         return "drivers"
     if module == "optimizers":  # Keras optimizers and schedules, registered by hand
         return "optimizers"
+    if module == "wrappers":  # gymnasium's wrappers, registered by hand
+        return "wrappers"
     if module.startswith("framework.parts."):
         return module.split(".")[2]
     return OTHER

@@ -262,11 +262,23 @@ def unused_bindings() -> list[str]:
     unused = []
     for (scope, selector), parameters in gin.config._CONFIG.items():
         used = operative.get((scope, selector), {})
-        for name in parameters:
-            if name not in used:
-                short = selector.rsplit(".", 1)[-1]
-                unused.append(f"{scope + '/' if scope else ''}{short}.{name}")
+        unused += [_short_name(scope, selector, name) for name in parameters if name not in used]
     return sorted(unused)
+
+
+def own_bindings(gin_files: Sequence[str], bindings: Sequence[str]) -> set[str]:
+    """What the given files and bindings bind themselves, not through an `include`: a binding
+    only an included file makes is the included config's, and an override may make it moot."""
+    sources = [config_sources.statements(b, "a binding") for b in bindings]
+    for path in gin_files:
+        with open(resolve_gin_file(path)) as f:
+            sources.append(config_sources.statements(f.read(), path))
+    return {_short_name(*key) for source in sources for key in source}
+
+
+def _short_name(scope: str, selector: str, parameter: str) -> str:
+    """`scope/Name.parameter`, the configurable by the last part of its selector."""
+    return f"{scope + '/' if scope else ''}{selector.rsplit('.', 1)[-1]}.{parameter}"
 
 
 def bound_hyperparameters() -> dict[str, bool | int | float | str]:

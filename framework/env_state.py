@@ -173,7 +173,9 @@ def _describe(env: Any) -> str:
 
 
 def _config_attributes(layer: Any) -> frozenset[str]:
-    names = set(_CONFIG_NAMES)
+    # A wrapper's `shared_attributes` are shared with other environments and saved by
+    # whoever shares them (the normalisation statistics of a run), never per environment.
+    names = set(_CONFIG_NAMES) | set(getattr(type(layer), "shared_attributes", ()))
     for cls, config in _CONFIG_ATTRIBUTES.items():
         if isinstance(layer, cls):
             names |= config

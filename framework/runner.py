@@ -160,6 +160,11 @@ class Runner:
         schedules_before = len(optimizers.schedules_built())
         self.driver = driver(agent, env_factory, num_envs, Seeds(agent_seed, env_seed, reset_seed))
         self.schedules = optimizers.schedules_built()[schedules_before:]
+        try:
+            self.driver.evaluate_with(self.eval_env)
+        except ValueError:
+            self.driver.close()  # its environments, and the asynchronous driver's workers
+            raise
         inexact = self.driver.inexact_resume()
         if inexact:  # said at start; a warning when a resume happens (`restore`)
             logging.info("A resume of this run would not continue exactly. %s", inexact)

@@ -42,7 +42,7 @@ from framework.drivers import backends
 from framework.drivers.driver import AgentFactory, Driver, Progress, Seeds
 from framework.drivers.worker import Worker
 from framework.loop import EndedEpisodes
-from framework.parts import optimizers
+from framework.parts import optimizers, wrappers
 from framework.parts.gradient_processors import Identity
 from framework.seeding import derived_seeds
 from framework.validation import require_positive
@@ -230,6 +230,15 @@ class AsynchronousDriver(Driver):
             metrics[f"workers/worker_{index}_env_steps"] = steps
         self._interval = _new_interval()
         return metrics
+
+    def evaluate_with(self, evaluation_env: gym.Env) -> None:
+        if wrappers.has_statistics(evaluation_env):
+            raise ValueError(
+                "The environment normalises with running statistics (NormalizeObservation or "
+                "NormalizeReward), which the asynchronous driver's workers would each keep "
+                "apart from evaluation's. Train it with the synchronous driver (leave "
+                "Runner.driver unset), or leave the normalisation out."
+            )
 
     def diagnostics(self) -> dict[str, float]:
         return self.agent.diagnostics(self._probe_observation)

@@ -10,6 +10,8 @@ import dataclasses
 from collections.abc import Callable
 from typing import NamedTuple
 
+import gymnasium as gym
+
 from framework.agent import Agent, Health, State
 from framework.loop import EndedEpisodes
 
@@ -57,6 +59,11 @@ class Driver(abc.ABC):
     def take_metrics(self) -> dict[str, float]:
         """What to log at this log step (the learner's latest metrics, the driver's own); the
         next call reports what came after."""
+
+    @abc.abstractmethod
+    def evaluate_with(self, evaluation_env: gym.Env) -> None:
+        """Lets `evaluation_env` (built by the same factory) read what the training
+        environments keep, frozen: the running statistics of observation normalisation."""
 
     def diagnostics(self) -> dict[str, float]:
         """The agent's policy diagnostics at an observation of the driver's choosing."""

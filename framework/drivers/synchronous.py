@@ -10,7 +10,7 @@ import gymnasium as gym
 from framework.agent import Health, Metrics, State
 from framework.drivers.driver import AgentFactory, Driver, Progress, Seeds
 from framework.loop import EnvironmentLoop, make_vector_env
-from framework.parts import optimizers
+from framework.parts import optimizers, wrappers
 
 
 @gin.configurable(denylist=["agent", "env_factory", "num_envs", "seeds"])
@@ -26,6 +26,8 @@ class SynchronousDriver(Driver):
         seeds: Seeds,
     ):
         envs = make_vector_env(env_factory, num_envs)
+        # Normalisation statistics: one set for all sub-environments, before they first reset.
+        self._statistics = wrappers.share_statistics(getattr(envs, "envs", []))
         self.agent = agent(envs.single_observation_space, envs.single_action_space, seeds.agent)
         self._environment_steps = optimizers.environment_steps()  # None: no schedule reads it
         # Seeded once; every later reset draws from the sub-environments' own generators,
@@ -64,6 +66,9 @@ class SynchronousDriver(Driver):
         metrics, self._unlogged = self._unlogged, {}
         return {f"train/{name}": float(value) for name, value in metrics.items()}
 
+    def evaluate_with(self, evaluation_env: gym.Env) -> None:
+        self._statistics.read_frozen(evaluation_env)
+
     def diagnostics(self) -> dict[str, float]:
         return self.agent.diagnostics(self.loop.observations[0])
 
@@ -76,10 +81,12 @@ class SynchronousDriver(Driver):
             "unlogged_metrics": [[name, float(value)] for name, value in self._unlogged.items()],
             "loop": self.loop.state(),
             "agent": self.agent.state(),
+            "statistics": self._statistics.state(),  # empty without normalisation
         }
 
     def load_state(self, state: State, step: int) -> bool:
         self._unlogged = dict(state["unlogged_metrics"])
+        self._statistics.load_state(state["statistics"])
         self.agent.load_state(state["agent"])
         return self.loop.load_state(state["loop"], reset_seed=self._reset_seed + step)
 

@@ -17,6 +17,7 @@ from gymnasium import spaces
 from gymnasium.envs.classic_control.cartpole import CartPoleEnv, CartPoleVectorEnv
 
 from framework import env_state
+from framework.parts import wrappers as _registered_wrappers  # noqa: F401  (with gin)
 
 BANDIT_ID = "MultiArmedBandit-v0"
 
@@ -102,14 +103,47 @@ def _check_env_id(env_id: str) -> None:
     )
 
 
+Wrapper = Callable[[gymnasium.Env], gymnasium.Env]
+
+
 @gin.configurable
-def make_env(env_id: str, max_episode_steps: int | None = None) -> gymnasium.Env:
+def make_env(
+    env_id: str,
+    max_episode_steps: int | None = None,
+    env_kwargs: dict[str, Any] | None = None,
+    wrappers: Sequence[Wrapper] = (),
+) -> gymnasium.Env:
     """Builds any registered gymnasium environment, unseeded.
 
     `max_episode_steps` overrides the id's own time limit; None keeps the registered one.
+    `env_kwargs` go to the environment's constructor (RL-Zoo's `env_kwargs`, e.g.
+    `{'continuous': True}`); `wrappers` wrap it in order, innermost first
+    (`[@wrappers.ClipAction, @NormalizeObservation]`, see `framework/parts/wrappers.py`).
     """
     _check_env_id(env_id)
-    return gymnasium.make(env_id, max_episode_steps=max_episode_steps)
+    env = gymnasium.make(env_id, max_episode_steps=max_episode_steps, **_kwargs(env_kwargs))
+    return _wrapped(env, wrappers)
+
+
+def _kwargs(env_kwargs: dict[str, Any] | None) -> dict[str, Any]:
+    if env_kwargs is not None and not isinstance(env_kwargs, dict):
+        raise ValueError(
+            f"env_kwargs must be a dict of the environment's arguments, e.g. "
+            f"{{'continuous': True}}; got {env_kwargs!r}."
+        )
+    return dict(env_kwargs or {})
+
+
+def _wrapped(env: gymnasium.Env, wrappers: Sequence[Wrapper]) -> gymnasium.Env:
+    for wrapper in wrappers:
+        if not callable(wrapper):
+            raise ValueError(
+                f"wrappers must be wrapper classes or factories, e.g. "
+                f"[@wrappers.ClipAction, @NormalizeObservation] (no parentheses); got "
+                f"{wrapper!r}."
+            )
+        env = wrapper(env)
+    return env
 
 
 @gin.configurable
@@ -121,16 +155,24 @@ def make_atari_env(
     noop_max: int = 30,
     repeat_action_probability: float = 0.25,
     max_episode_steps: int | None = None,
+    env_kwargs: dict[str, Any] | None = None,
+    wrappers: Sequence[Wrapper] = (),
 ) -> gymnasium.Env:
     """Builds an Atari environment with the standard DQN preprocessing, unseeded.
 
     Observations are uint8 `(screen_size, screen_size, frame_stack)`: grayscale frames, max-pooled
     over the last two of each `frame_skip`, stacked channels-last as a Keras conv net expects.
-    `max_episode_steps` counts agent steps (each is `frame_skip` emulator frames).
+    `max_episode_steps` counts agent steps (each is `frame_skip` emulator frames). `env_kwargs`
+    go to ALE's constructor (`{'mode': 1}`), `wrappers` around the preprocessed environment.
     """
     _check_env_id(env_id)
     # Frame skipping is done by AtariPreprocessing (which max-pools frames), not by the emulator.
-    env = gymnasium.make(env_id, frameskip=1, repeat_action_probability=repeat_action_probability)
+    env = gymnasium.make(
+        env_id,
+        frameskip=1,
+        repeat_action_probability=repeat_action_probability,
+        **_kwargs(env_kwargs),
+    )
     env = gymnasium.wrappers.AtariPreprocessing(
         env,
         noop_max=noop_max,
@@ -149,7 +191,7 @@ def make_atari_env(
     )
     if max_episode_steps is not None:
         env = gymnasium.wrappers.TimeLimit(env, max_episode_steps=max_episode_steps)
-    return env
+    return _wrapped(env, wrappers)
 
 
 class SameStepCartPoleVectorEnv(CartPoleVectorEnv):
@@ -226,7 +268,11 @@ def vectorised_cartpole(
     elif limit is None:
         problem = "has no time limit"
     elif not all(isinstance(wrapper, _CARTPOLE_LAYERS) for wrapper in wrappers):
-        problem = "has wrappers that the vectorised CartPole would leave out"
+        extra = [type(w).__name__ for w in wrappers if not isinstance(w, _CARTPOLE_LAYERS)]
+        problem = (
+            f"has wrappers the vectorised CartPole would leave out ({', '.join(extra)}: it "
+            "takes none but the time limit; step make_env's CartPoles in turn for those)"
+        )
     else:
         vector = SameStepCartPoleVectorEnv(
             num_envs, max_episode_steps=limit, sutton_barto_reward=base._sutton_barto_reward

@@ -80,6 +80,11 @@ BAD_CONFIGS = {
         ["ReinforceAgent needs array observations", "Tuple("],
     ),
     "unknown_macro": (BANDIT, ["Runner.num_steps = %STEPS"], ["macro %STEPS", "never defines"]),
+    "unknown_environment_argument": (
+        DQN,
+        ["make_env.env_kwargs = {'bogus': 1}"],
+        ["unexpected keyword argument 'bogus'"],
+    ),
     "old_a3c_vocabulary": (
         A3C,
         ["A3C.num_workers = 2"],

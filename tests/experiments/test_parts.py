@@ -100,6 +100,8 @@ def test_every_part_of_a_shipped_config_is_listed_under_its_kind(gin_file, listi
         ("UniformReplay", "Replay"),
         ("LinearSchedule", "Exploration"),
         ("make_env", "Environments"),
+        ("NormalizeObservation", "Environment wrappers (make_env.wrappers)"),
+        ("wrappers.ClipAction", "Environment wrappers (make_env.wrappers)"),
         ("Runner", "Runner"),
         ("AsynchronousDriver", "Drivers (Runner.driver) and where asynchronous workers run"),
         ("RoundRobin", "Drivers (Runner.driver) and where asynchronous workers run"),

@@ -130,3 +130,27 @@ def test_the_recorded_command_pasted_elsewhere_reproduces_the_run(tmp_path):
     for tag in ("train/episode_return", "eval/episode_return", "train/loss"):
         assert copy[tag] == expected[tag], tag
     assert cli.REPO_ROOT not in str(elsewhere)
+
+
+def test_a_binding_of_an_included_file_made_moot_by_an_override_is_not_unused(tmp_path, caplog):
+    """Including dqn/cartpole.gin (a hard target copy) and switching to a soft update makes
+    the included HardUpdate.period moot: yours to override, not a mistake of yours."""
+    config = tmp_path / "soft.gin"
+    config.write_text(
+        "include 'gin_configs/dqn/cartpole.gin'\n"
+        "DQNAgent.target_updater = @SoftUpdate()\n"
+        "SoftUpdate.tau = 0.01\n"
+    )
+    caplog.set_level(logging.INFO)
+    prepared = experiments.build([str(config)], ["HardUpdate.period = 7"], str(tmp_path / "r"))
+    prepared.runner.close()
+    warned = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+    # The command line's own HardUpdate.period is yours: that one is warned about.
+    assert any("Binding HardUpdate.period was never used" in m for m in warned), warned
+    caplog.clear()
+    prepared = experiments.build([str(config)], [], str(tmp_path / "r"), strict=True)
+    prepared.runner.close()  # --strict passes: nothing of yours is unused
+    warned = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+    assert not any("never used" in m for m in warned), warned
+    said = [r.getMessage() for r in caplog.records if r.levelno == logging.INFO]
+    assert any("HardUpdate.period, of an included file, is not used" in m for m in said), said

@@ -1,0 +1,162 @@
+"""Environment wrappers a config binds without writing Python, and the normalisation wrappers
+whose statistics are one state for a whole run.
+
+`make_env.wrappers = [@wrappers.ClipAction, @NormalizeObservation]` wraps each environment the
+factory builds, in that order; a wrapper's own parameters are bound as usual
+(`wrappers.RescaleAction.min_action = -1.0`). gymnasium's common wrappers are registered here
+under `wrappers.<Name>` (`python -m experiments.parts` lists them).
+
+`NormalizeObservation` and `NormalizeReward` (RL-Zoo's `normalize: true`, SB3's VecNormalize)
+keep running statistics. In a run they are one state: the training sub-environments update
+one set together, evaluation reads it frozen (`share_statistics`), and the driver saves it in
+every checkpoint, so a resumed run continues with exactly the statistics it had.
+"""
+
+from collections.abc import Sequence
+from typing import Any
+
+import gin
+import gymnasium
+import numpy as np
+from gymnasium.wrappers.utils import RunningMeanStd
+
+from framework import env_state
+
+# gymnasium's wrappers that take an environment and plain parameters.
+COMMON = (
+    gymnasium.wrappers.ClipAction,
+    gymnasium.wrappers.RescaleAction,
+    gymnasium.wrappers.ClipReward,
+    gymnasium.wrappers.TimeAwareObservation,
+    gymnasium.wrappers.FlattenObservation,
+    gymnasium.wrappers.FrameStackObservation,
+    gymnasium.wrappers.GrayscaleObservation,
+    gymnasium.wrappers.ResizeObservation,
+    gymnasium.wrappers.ReshapeObservation,
+    gymnasium.wrappers.RescaleObservation,
+    gymnasium.wrappers.DtypeObservation,
+    gymnasium.wrappers.DelayObservation,
+    gymnasium.wrappers.MaxAndSkipObservation,
+    gymnasium.wrappers.StickyAction,
+)
+for _wrapper in COMMON:
+    gin.external_configurable(_wrapper, module="wrappers")
+
+
+@gin.configurable
+class NormalizeObservation(gymnasium.wrappers.NormalizeObservation):
+    """Observations standardised by a running mean and variance, then clipped to
+    `[-clip, clip]` (SB3's VecNormalize clips at 10)."""
+
+    shared_attributes = ("obs_rms",)  # the run's one state: saved by the driver, not per env
+
+    def __init__(self, env: gymnasium.Env, epsilon: float = 1e-8, clip: float = 10.0):
+        super().__init__(env, epsilon)
+        if not clip > 0:
+            raise ValueError(f"NormalizeObservation.clip must be > 0, got {clip}.")
+        self.clip = clip
+        low = np.full(env.observation_space.shape, -clip, np.float32)
+        self.observation_space = gymnasium.spaces.Box(low, -low, dtype=np.float32)
+
+    def observation(self, observation: np.ndarray) -> np.ndarray:
+        normalized = super().observation(observation)
+        return np.clip(normalized, -self.clip, self.clip).astype(np.float32)
+
+
+@gin.configurable
+class NormalizeReward(gymnasium.wrappers.NormalizeReward):
+    """Rewards scaled by the running standard deviation of the discounted return (`gamma` as
+    the agent's), then clipped to `[-clip, clip]`. An evaluation environment's rewards are not
+    scaled (`scaling = False`, set by `share_statistics`): eval returns stay in the env's own
+    units."""
+
+    shared_attributes = ("return_rms",)
+
+    def __init__(
+        self, env: gymnasium.Env, gamma: float = 0.99, epsilon: float = 1e-8, clip: float = 10.0
+    ):
+        super().__init__(env, gamma, epsilon)
+        if not clip > 0:
+            raise ValueError(f"NormalizeReward.clip must be > 0, got {clip}.")
+        self.clip = clip
+        self.scaling = True
+
+    def step(self, action: Any) -> tuple:
+        if not self.scaling:
+            return self.env.step(action)
+        observation, reward, terminated, truncated, info = super().step(action)
+        reward = float(np.clip(reward, -self.clip, self.clip))
+        return observation, reward, terminated, truncated, info
+
+
+_STATISTICS = {NormalizeObservation: "obs_rms", NormalizeReward: "return_rms"}
+
+
+class SharedStatistics:
+    """The running statistics of a run's normalisation wrappers, one per wrapper of the
+    environment its factory builds, and their state for checkpoints."""
+
+    def __init__(self, kinds: Sequence[type], statistics: Sequence[RunningMeanStd]):
+        self.kinds = list(kinds)  # the wrappers' classes, innermost first
+        self.statistics = list(statistics)
+
+    def state(self) -> dict[str, Any]:
+        return {
+            # Arrays always (a reward's statistics are 0-d, and become numpy scalars as they run).
+            str(index): {
+                "mean": np.array(rms.mean),
+                "var": np.array(rms.var),
+                "count": float(rms.count),
+            }
+            for index, rms in enumerate(self.statistics)
+        }
+
+    def load_state(self, state: dict[str, Any]) -> None:
+        """Restores in place: every wrapper keeps reading the same statistics."""
+        for index, rms in enumerate(self.statistics):
+            saved = state[str(index)]
+            rms.mean, rms.var = np.array(saved["mean"]), np.array(saved["var"])
+            rms.count = saved["count"]
+
+    def read_frozen(self, evaluation: gymnasium.Env) -> None:
+        """`evaluation` (built by the same factory) reads these statistics and updates none;
+        its rewards are not scaled."""
+        layers = _normalizers(evaluation)
+        _check_layout(self.kinds, layers, "the evaluation environment")
+        for layer, statistics in zip(layers, self.statistics, strict=True):
+            setattr(layer, _STATISTICS[type(layer)], statistics)
+            layer.update_running_mean = False
+            if isinstance(layer, NormalizeReward):
+                layer.scaling = False
+
+
+def _normalizers(env: gymnasium.Env) -> list[gymnasium.Wrapper]:
+    return [layer for layer in env_state.wrapper_chain(env) if type(layer) in _STATISTICS]
+
+
+def _check_layout(kinds: Sequence[type], layers: Sequence[gymnasium.Wrapper], what: str) -> None:
+    if [type(layer) for layer in layers] != list(kinds):
+        found = " > ".join(type(layer).__name__ for layer in layers) or "none"
+        raise ValueError(
+            f"{what} normalises with {found}, the first training environment with "
+            f"{' > '.join(kind.__name__ for kind in kinds) or 'none'}: build them all with one "
+            "env_factory."
+        )
+
+
+def share_statistics(training: Sequence[gymnasium.Env]) -> SharedStatistics:
+    """Makes the normalisation wrappers of every training environment (built by one factory)
+    update one set of statistics: the first environment's."""
+    chains = [_normalizers(env) for env in training]
+    kinds = [type(layer) for layer in chains[0]] if chains else []
+    shared = [getattr(layer, _STATISTICS[type(layer)]) for layer in chains[0]] if chains else []
+    for index, chain in enumerate(chains):
+        _check_layout(kinds, chain, f"training environment {index}")
+        for layer, statistics in zip(chain, shared, strict=True):
+            setattr(layer, _STATISTICS[type(layer)], statistics)
+    return SharedStatistics(kinds, shared)
+
+
+def has_statistics(env: gymnasium.Env) -> bool:
+    """Whether `env` normalises with running statistics."""
+    return bool(_normalizers(env))

@@ -1,0 +1,162 @@
+"""Environments with arguments and wrappers: gymnasium's wrappers bound from gin, and the
+normalisation wrappers whose statistics are one state for a run (shared by the training
+sub-environments, frozen for evaluation, saved in checkpoints so that a resume is exact)."""
+
+import gin
+import gymnasium
+import numpy as np
+import pytest
+
+import agents  # noqa: F401  (registers the agents the configs name)
+from framework import config
+from framework.drivers.driver import Seeds
+from framework.drivers.synchronous import SynchronousDriver
+from framework.event_reader import read_scalars
+from framework.parts.environments import make_env
+from framework.parts.wrappers import NormalizeObservation, NormalizeReward
+from framework.runner import Runner
+from tests.runs import train
+
+DQN = ["gin_configs/dqn/cartpole.gin"]
+NORMALIZED = [
+    "make_env.wrappers = [@NormalizeObservation, @NormalizeReward]",
+    "Runner.eval_interval = 200",
+    "Runner.eval_episodes = 2",
+    "Runner.log_interval = 50",
+    "Runner.num_envs = 3",
+    "make_env.max_episode_steps = 30",
+    "DQNAgent.learning_starts = 90",
+    "DQNAgent.train_freq = 30",
+    "DQNAgent.gradient_steps = 2",
+]
+
+
+def test_environment_arguments_and_wrappers_come_from_the_config():
+    gin.clear_config()
+    config.parse(
+        DQN,
+        [
+            "make_env.env_id = 'Pendulum-v1'",
+            "make_env.env_kwargs = {'g': 3.5}",
+            "make_env.wrappers = [@wrappers.RescaleAction, @wrappers.ClipReward]",
+            "wrappers.RescaleAction.min_action = -0.5",
+            "wrappers.RescaleAction.max_action = 0.5",
+            "wrappers.ClipReward.max_reward = 0.0",
+        ],
+    )
+    env = make_env()
+    assert env.unwrapped.g == 3.5
+    assert isinstance(env, gymnasium.wrappers.ClipReward)  # the last wrapper is outermost
+    assert isinstance(env.env, gymnasium.wrappers.RescaleAction)
+    assert env.action_space.high.tolist() == [0.5]
+    env.reset(seed=0)
+    assert env.step(np.array([0.5], np.float32))[1] <= 0.0
+
+
+def test_bad_environment_arguments_and_wrappers_are_one_paragraph():
+    with pytest.raises(ValueError, match=r"env_kwargs must be a dict .* got 3"):
+        make_env("CartPole-v1", env_kwargs=3)
+    with pytest.raises(ValueError, match=r"wrappers must be wrapper classes .*(no parentheses)"):
+        make_env("CartPole-v1", wrappers=[gymnasium.make("CartPole-v1")])
+
+
+def _observation_normalizers(env) -> list[NormalizeObservation]:
+    layers = []
+    while isinstance(env, gymnasium.Wrapper):
+        if isinstance(env, NormalizeObservation):
+            layers.append(env)
+        env = env.env
+    return layers
+
+
+def test_training_environments_share_one_set_of_statistics_and_evaluation_reads_it_frozen():
+    gin.clear_config()
+    factory = lambda: NormalizeObservation(make_env("CartPole-v1"))  # noqa: E731
+    driver = SynchronousDriver(_RandomAgent, factory, 3, Seeds(1, 2, 3))
+    evaluation = factory()
+    driver.evaluate_with(evaluation)
+    (shared,) = {
+        id(layer.obs_rms)
+        for env in driver.loop.envs.envs
+        for layer in _observation_normalizers(env)
+    }
+    (frozen,) = _observation_normalizers(evaluation)
+    assert id(frozen.obs_rms) == shared and not frozen.update_running_mean
+    statistics = frozen.obs_rms
+    count = statistics.count
+    driver.advance(0, 30, lambda: False)  # 10 vector steps of 3: every observation counted
+    assert count + 30 <= statistics.count <= count + 33  # and the first of any new episode
+    before = (statistics.mean.copy(), statistics.count)
+    evaluation.reset(seed=0)
+    for _ in range(5):
+        observation, *_ = evaluation.step(0)
+    np.testing.assert_array_equal(statistics.mean, before[0])  # frozen: evaluation updates none
+    assert statistics.count == before[1]
+    assert np.all(np.abs(observation) <= frozen.clip)
+    driver.close()
+
+
+def test_evaluation_rewards_are_not_scaled():
+    training, evaluation = (NormalizeReward(make_env("CartPole-v1")) for _ in range(2))
+    driver = SynchronousDriver(_RandomAgent, lambda: training, 1, Seeds(1, 2, 3))
+    driver.evaluate_with(evaluation)
+    driver.advance(0, 50, lambda: False)
+    assert training.return_rms.var > 1.0  # rewards of 1 add up: the scale is not 1
+    evaluation.reset(seed=0)
+    assert evaluation.step(0)[1] == 1.0  # CartPole's own reward
+    driver.close()
+
+
+def test_a_normalised_dqn_run_resumes_bitwise_statistics_included(tmp_path):
+    whole = train(tmp_path / "whole", DQN, [*NORMALIZED, "Runner.num_steps = 600"])
+    train(tmp_path / "resumed", DQN, [*NORMALIZED, "Runner.num_steps = 300"])  # mid-episode
+    resumed = train(tmp_path / "resumed", DQN, [*NORMALIZED, "Runner.num_steps = 600"])
+    assert resumed.restored_step == 300
+    for a, b in zip(
+        whole.driver._statistics.state().values(),
+        resumed.driver._statistics.state().values(),
+        strict=True,
+    ):
+        np.testing.assert_array_equal(a["mean"], b["mean"])
+        np.testing.assert_array_equal(a["var"], b["var"])
+        assert a["count"] == b["count"] > 600
+    for a, b in zip(
+        whole.agent.online.get_weights(), resumed.agent.online.get_weights(), strict=True
+    ):
+        np.testing.assert_array_equal(a, b)
+    expected, got = read_scalars(tmp_path / "whole"), read_scalars(tmp_path / "resumed")
+    for tag in ("train/episode_return", "train/loss"):  # the first start also evaluated at 300
+        assert got[tag] == expected[tag], tag
+    # Evaluation's rewards are not scaled: two episodes' returns are CartPole's whole steps.
+    assert all(2 * value == int(2 * value) for _, value in expected["eval/episode_return"])
+
+
+def test_the_asynchronous_driver_refuses_normalisation(tmp_path):
+    gin.clear_config()
+    config.parse(
+        ["gin_configs/a3c/cartpole.gin"],
+        ["make_env.wrappers = [@NormalizeObservation]", "AsynchronousDriver.backend = @RoundRobin"],
+    )
+    from framework.run_directory import RunDirectory
+
+    with pytest.raises(ValueError, match="asynchronous driver's workers would each keep"):
+        Runner(RunDirectory(str(tmp_path)))
+
+
+class _RandomAgent:
+    """Acts uniformly at random and learns nothing: only the environments matter here."""
+
+    def __init__(self, observation_space, action_space, seed):
+        self.rng = np.random.default_rng(seed)
+        self.action_space = action_space
+
+    def act(self, observations, explore):
+        return self.rng.integers(self.action_space.n, size=len(observations))
+
+    def observe(self, step):
+        pass
+
+    def update(self):
+        from framework.agent import Health
+
+        return {}, Health()
