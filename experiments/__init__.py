@@ -101,12 +101,6 @@ def default_base_dir(name: str, seed: int | None) -> str:
     return os.path.join("runs", f"{name}{suffix}_{stamp}")
 
 
-def session_group(name: str, trial_key: str) -> str:
-    """The HParams session group of a run: the seeds of one trial share it, and nothing else
-    does, whatever the run folders are called (`framework/trials.py`)."""
-    return f"{name}-{trial_key}"
-
-
 @dataclasses.dataclass
 class PreparedRun:
     """A built runner, the run folder it trains into, and how it was asked for; `run` opens
@@ -114,7 +108,6 @@ class PreparedRun:
 
     runner: "Runner"
     folder: "RunDirectory"  # handed to the runner
-    name: str  # the config's readable name (`config_name`)
     command: str  # the shell command that trains the same config and seed again
     declare_hparams: bool = True  # declare the HParams dashboard's columns (sweeps: once)
     start_afresh: bool = False  # set aside checkpoints the folder lost track of; train anew
@@ -152,8 +145,7 @@ def build(
     gin.clear_config()  # a call never inherits the bindings of an earlier one
     try:
         config.parse(list(gin_files), list(bindings), seed)
-        name = config_name(gin_files, _bound_env_id())
-        base_dir = base_dir or default_base_dir(name, seed)
+        base_dir = base_dir or default_base_dir(config_name(gin_files, _bound_env_id()), seed)
         folder = RunDirectory(base_dir)
         runner = Runner(folder)
     except (ValueError, ImportError, TypeError, gym.error.Error) as error:
@@ -173,7 +165,7 @@ def build(
             "spelling and scope, or remove them."
         )
     command = config.command_line(gin_files, bindings, base_dir, seed)
-    return PreparedRun(runner, folder, name, command, declare_hparams, start_afresh)
+    return PreparedRun(runner, folder, command, declare_hparams, start_afresh)
 
 
 def _without_gin_call_stack(error: Exception) -> str:
@@ -308,7 +300,7 @@ def run(prepared: PreparedRun) -> TrainResult:
             }
             hparams = HParamsSession(
                 config.bound_hyperparameters(),
-                session_group(prepared.name, trial.key),
+                trial.key,  # the session group: the seeds of one trial, and nothing else
                 prepared.declare_hparams,
             )
             # A second signal while the workers finish (the checkpoint is saved) waits too.

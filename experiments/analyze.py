@@ -3,8 +3,9 @@
   python -m experiments.analyze sweeps/cartpole_lr_tau [more folders ...] [--threshold=475]
 
 A folder is a sweep (its sweep.json names the trials, seeds and swept values), one run folder,
-or any folder holding run folders (grouped into trials by name: `<trial>_seed<k>`). Every scalar
-is read at full resolution from the event files, with each run's config.gin. Per trial, over
+or any folder holding run folders, grouped into trials by their trial key (framework/trials.py:
+the operative config without the seed and the cadences), whatever the folders are called. Every
+scalar is read at full resolution from the event files, with each run's config.gin. Per trial, over
 its seeds (runs aligned on environment steps):
 
   final eval return    mean and IQM, each with a stratified-bootstrap 95% interval (rliable)
@@ -114,6 +115,8 @@ def load(paths: Sequence[str], finished_only: bool = True) -> tuple[list[Run], l
     Runs of a sweep come with the values of its record; with `finished_only`, runs the record
     does not list as finished are left out.
     """
+    import agents  # noqa: F401  (trial keys read defaults from the parts' signatures)
+    import framework.runner  # noqa: F401
     from experiments.sweep_record import read_record
 
     runs = []
@@ -164,7 +167,8 @@ def _read_run(folder: str, name: str, seed: int | None, values: dict) -> Run:
 
 def _in_trials(runs: list[Run]) -> list[Run]:
     """Names each run's trial: runs of one key share the name most of them were found under;
-    where two keys would share a name, each gets the bindings that tell them apart."""
+    where two keys would share a name, each gets the bindings that tell them apart (its key,
+    where a config is missing to tell them by)."""
     from framework import trials
 
     by_key: dict[str, list[Run]] = {}
@@ -176,14 +180,17 @@ def _in_trials(runs: list[Run]) -> list[Run]:
         names[key] = max(sorted(set(found)), key=found.count)
     for name in set(names.values()):
         keys = [key for key in by_key if names[key] == name]
-        configs = [by_key[key][0].config for key in keys]
-        if len(keys) < 2 or not all(configs):
+        if len(keys) < 2:
             continue
-        parsed = [trials.trial_of(config) for config in configs]
-        differing = trials.differences(parsed)
+        configs = [by_key[key][0].config for key in keys]
+        parsed = [trials.trial_of(config) if config else None for config in configs]
+        differing = trials.differences([p for p in parsed if p is not None])
         for key, trial in zip(keys, parsed, strict=True):
-            told = ", ".join(f"{n}={trial.bindings.get(n, 'unset')}" for n in differing)
-            names[key] = f"{name}[{told}]"
+            if trial is None or not differing:
+                names[key] = f"{name}[key={key}]"
+            else:
+                told = ", ".join(f"{n}={trial.bindings.get(n, 'default')}" for n in differing)
+                names[key] = f"{name}[{told}]"
     for key, members in by_key.items():
         for run in members:
             run.trial = names[key]
@@ -191,19 +198,24 @@ def _in_trials(runs: list[Run]) -> list[Run]:
 
 
 def _newest_of_each_seed(runs: list[Run]) -> tuple[list[Run], list[str]]:
-    """One run per seed and trial: the one started last counts; the others are said."""
-    kept: dict[tuple[str, int], Run] = {}
-    notes = []
-    for run in sorted((r for r in runs if r.seed is not None), key=lambda r: r.started):
-        slot = (run.trial, run.seed)
-        if slot in kept:
+    """One run per seed and trial: the one started last counts (by the start time its records
+    hold, else by folder name, which a default folder stamps with its time); the others are
+    said, once per seed."""
+    slots: dict[tuple[str, str | None, int], list[Run]] = {}
+    for run in runs:
+        if run.seed is not None:
+            slots.setdefault((run.trial, run.key, run.seed), []).append(run)
+    kept, notes = set(), []
+    for (trial, _, seed), members in slots.items():
+        newest = max(members, key=lambda run: (run.started, run.name))
+        kept.add(id(newest))
+        if len(members) > 1:
+            others = ", ".join(run.folder for run in members if run is not newest)
             notes.append(
-                f"Trial {run.trial} holds seed {run.seed} twice, in {kept[slot].folder} and "
-                f"{run.folder}: only the newest, {run.folder}, counts."
+                f"Trial {trial} holds {len(members)} runs of seed {seed}: only the newest "
+                f"counts, {newest.folder} (not {others})."
             )
-        kept[slot] = run
-    chosen = {id(run) for run in kept.values()}
-    return [run for run in runs if run.seed is None or id(run) in chosen], notes
+    return [run for run in runs if run.seed is None or id(run) in kept], notes
 
 
 def membership(runs: Sequence[Run]) -> str:

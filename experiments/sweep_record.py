@@ -270,15 +270,12 @@ def write_run_result(sweep: Sweep, run: dict) -> None:
     from tensorboard.plugins.hparams import summary as hparams_summary
     from tensorboard.plugins.scalar import summary_v2 as scalar_summary
 
-    import experiments
-
     folder = sweep.run_folder(run)
     result = run["result"] or {}
     step = int(result.get("eval_step") or 0)
     results = []
-    if not folder.logged_its_session():  # named as the run names its own
-        key = run.get("trial_key") or run["trial"]
-        group = experiments.session_group(experiments.config_name(sweep.gin_files), key)
+    if not folder.logged_its_session():  # grouped as the run groups its own: by trial key
+        group = run.get("trial_key") or run["trial"]  # no key if it never got to start
         results.append((0, _hparams_api().hparams_pb(run["values"], trial_id=group)))
     failed = run["status"] == STATUS_FAILED
     for tag, value in (

@@ -273,7 +273,11 @@ def own_bindings(gin_files: Sequence[str], bindings: Sequence[str]) -> set[str]:
     for path in gin_files:
         with open(resolve_gin_file(path)) as f:
             sources.append(config_sources.statements(f.read(), path))
-    return {_short_name(*key) for source in sources for key in source}
+    return {
+        _short_name(*key) if key[2] else f"{key[1]}/macro.value"  # a macro, as gin keeps it
+        for source in sources
+        for key in source
+    }
 
 
 def _short_name(scope: str, selector: str, parameter: str) -> str:
@@ -285,22 +289,19 @@ def bound_hyperparameters() -> dict[str, bool | int | float | str]:
     """What the config itself binds (its files and bindings), as `scope/Name.param` -> value,
     for TensorBoard's HParams dashboard: not every default a part used (a Keras optimizer has
     dozens), and not the seed, so that the seeds of one configuration compare as one.
-    References and sequences appear as their gin text."""
+    Configurables are named as config.gin names them (gin's shortest unique selector: `Adam`,
+    `mlp`, `make_env`), as a sweep's columns and the analysis are; references and sequences
+    appear as their gin text."""
     values = {}
     for (scope, selector), parameters in gin.config._CONFIG.items():  # no public listing
-        name = f"{scope + '/' if scope else ''}{_readable(selector)}"
+        short = gin.config._REGISTRY.minimal_selector(selector)
+        name = f"{scope + '/' if scope else ''}{short}"
         for parameter, value in parameters.items():
             if (name, parameter) == ("Runner", "seed"):
                 continue
             simple = isinstance(value, bool | int | float | str)
             values[f"{name}.{parameter}"] = value if simple else str(value)
     return values
-
-
-def _readable(selector: str) -> str:
-    """`Runner`, `DQNAgent`, `networks.mlp`: a class by its name, a function with its module."""
-    parts = selector.split(".")
-    return parts[-1] if parts[-1][:1].isupper() else ".".join(parts[-2:])
 
 
 def command_line(
@@ -321,7 +322,7 @@ def run_metadata(command: str, seed: int, trial: str) -> dict[str, str]:
     """What reproduces a run besides its config: command, working folder, seed, versions, git
     commit; and when it started and its trial (`framework/trials.py`), for analysis."""
     metadata = {"command": command, "working_folder": os.getcwd()}
-    metadata["started"] = datetime.datetime.now().isoformat(timespec="seconds")
+    metadata["started"] = datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds")
     metadata["trial"] = trial
     metadata["seed"] = str(seed)
     metadata["python"] = sys.version.split()[0]

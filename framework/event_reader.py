@@ -37,14 +37,17 @@ def read_events(path: str) -> tuple[list[event_pb2.Event], bool]:
     return events, True
 
 
-def read_scalars(run_dir: str) -> dict[str, list[tuple[int, float]]]:
-    """Every scalar under `run_dir` (all splits), as tag -> [(step, value)] in file order."""
+def read_scalars(run_dir: str, tags: set[str] | None = None) -> dict[str, list[tuple[int, float]]]:
+    """Every scalar under `run_dir` (its own event files and any below, as runs of the older
+    layout keep them), or those of `tags`, as tag -> [(step, value)] in file order."""
     scalars: dict[str, list[tuple[int, float]]] = {}
     paths = sorted(glob.glob(os.path.join(run_dir, "**", "*tfevents*"), recursive=True))
     for path in paths:
         for event in read_events(path)[0]:
             for value in event.summary.value:
                 if value.metadata.plugin_data.plugin_name != "scalars":
+                    continue
+                if tags is not None and value.tag not in tags:
                     continue
                 number = float(tf.make_ndarray(value.tensor))
                 scalars.setdefault(value.tag, []).append((event.step, number))

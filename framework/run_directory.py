@@ -23,7 +23,6 @@ it either as it was or as it was meant to be.
 from __future__ import annotations
 
 import contextlib
-import datetime
 import errno
 import fcntl
 import glob
@@ -81,11 +80,11 @@ class RunDirectory:
 
     @staticmethod
     def holds_run(path: str) -> bool:
-        """Whether `path` looks like a run folder (a config, records, or eval events)."""
+        """Whether `path` looks like a run folder: a config or records (every run written by
+        this framework has them), or a run's own event files (a sweep's are not a run)."""
         records = any(os.path.exists(os.path.join(path, name)) for name in (_CONFIG, _METADATA))
-        folders = [path, *(os.path.join(path, name) for name in _OLD_EVENT_FOLDERS)]
-        events = [p for f in folders for p in glob.glob(os.path.join(f, "*tfevents*"))]
-        return records or any(not p.endswith(_SWEEP_SUFFIX) for p in events)
+        events = glob.glob(os.path.join(path, "*tfevents*"))
+        return records or any(not event.endswith(_SWEEP_SUFFIX) for event in events)
 
     # ----- the training process's side -------------------------------------------------------
 
@@ -172,10 +171,10 @@ class RunDirectory:
         if resumed_step is not None:
             damaged = os.path.join(self.base_dir, "discarded", "damaged")
             summaries.supersede_events_after(folders, resumed_step, damaged)
-            self._remove_old_event_folders()
+            self._remove_old_event_folders(merged=True)
             return summaries.SummaryWriters(self.base_dir)
         summaries.set_aside_events(folders, self._discarded())
-        self._remove_old_event_folders()
+        self._remove_old_event_folders(merged=False)
         writers = summaries.SummaryWriters(self.base_dir)
         for name, text in (texts or {}).items():
             writers.text(name, text)
@@ -218,15 +217,10 @@ class RunDirectory:
         return int(seed) if seed.isdigit() else None
 
     def started(self) -> str:
-        """When the latest start began (ISO time; the records' own time where they predate
-        it), so that of two runs the newer can be told; "" without records."""
+        """When the latest start began (ISO time in UTC), so that of two runs the newer can be
+        told; "" for runs that predate the record."""
         starts = self.starts()
-        if starts and starts[-1].get("started"):
-            return starts[-1]["started"]
-        path = os.path.join(self.base_dir, _METADATA)
-        if not os.path.exists(path):
-            return ""
-        return datetime.datetime.fromtimestamp(os.path.getmtime(path)).isoformat(timespec="seconds")
+        return starts[-1].get("started", "") if starts else ""
 
     def trial_key(self) -> str | None:
         """The trial key of the latest start (`framework/trials.py`): as recorded, or from
@@ -243,24 +237,25 @@ class RunDirectory:
 
     def eval_curve(self) -> list[tuple[int, float]]:
         """The evaluation return at each step it was taken, in step order."""
-        return sorted(self.scalars().get(EVAL_RETURN, []))
+        return sorted(read_scalars(self.base_dir, tags={EVAL_RETURN}).get(EVAL_RETURN, []))
 
     # ----- the layout ------------------------------------------------------------------------
 
     def _old_event_folders(self) -> list[str]:
-        """The folders of the older layout that still hold event files."""
+        """The folders of the older layout that still hold event files (or a merge of them)."""
         folders = [os.path.join(self.base_dir, name) for name in _OLD_EVENT_FOLDERS]
-        return [folder for folder in folders if glob.glob(os.path.join(folder, "*tfevents*"))]
+        return [folder for folder in folders if glob.glob(os.path.join(folder, "*events*"))]
 
-    def _remove_old_event_folders(self) -> None:
-        """Once their events are merged or set aside, the older layout's folders go (said once)."""
+    def _remove_old_event_folders(self, merged: bool) -> None:
+        """Once their events are merged (or set aside: `merged` False), the older layout's
+        folders go; said once."""
         emptied = []
         for name in _OLD_EVENT_FOLDERS:
             folder = os.path.join(self.base_dir, name)
             if os.path.isdir(folder) and not os.listdir(folder):
                 os.rmdir(folder)
                 emptied.append(name)
-        if emptied:
+        if emptied and merged:
             logging.info(
                 "Merged the event files of %s into the run folder itself: a run is one "
                 "TensorBoard run from now on, its tags keeping their namespaces.",

@@ -158,12 +158,19 @@ class Runner:
         agent_seed, env_seed, self._eval_seed, reset_seed = derived_seeds(seed, 4)
         self.eval_env = env_factory()
         schedules_before = len(optimizers.schedules_built())
-        self.driver = driver(agent, env_factory, num_envs, Seeds(agent_seed, env_seed, reset_seed))
+        try:
+            self.driver = driver(
+                agent, env_factory, num_envs, Seeds(agent_seed, env_seed, reset_seed)
+            )
+        except Exception:
+            self.eval_env.close()
+            raise
         self.schedules = optimizers.schedules_built()[schedules_before:]
         try:
             self.driver.evaluate_with(self.eval_env)
         except ValueError:
             self.driver.close()  # its environments, and the asynchronous driver's workers
+            self.eval_env.close()
             raise
         inexact = self.driver.inexact_resume()
         if inexact:  # said at start; a warning when a resume happens (`restore`)

@@ -18,6 +18,8 @@ from absl import logging
 from tensorboard.compat.proto import event_pb2, summary_pb2, tensor_pb2, types_pb2
 from tensorboard.plugins.histogram import summary_v2 as histogram_summary
 from tensorboard.plugins.hparams import api as hp
+from tensorboard.plugins.hparams import metadata as hp_metadata
+from tensorboard.plugins.hparams import plugin_data_pb2
 from tensorboard.plugins.scalar import metadata as scalar_metadata
 from tensorboard.plugins.text import summary_v2 as text_summary
 
@@ -209,20 +211,17 @@ def supersede_events_after(folders: Sequence[str], step: int, damaged: str) -> N
     `damaged`, never deleted.
     """
     top = folders[0]
+    for folder in folders:  # a merge committed by an earlier start that stopped right after
+        _complete_committed_merge(folder)
     pending = os.path.join(top, f"events.merged{_PENDING_SUFFIX}")
     final = os.path.join(top, f"events.out.tfevents.{step:012d}.resumed")
     originals = [path for folder in folders for path in _event_files(folder)]
-    if os.path.exists(pending):  # committed by an earlier start that stopped right after
-        for path in originals:
-            os.remove(path)
-        os.replace(pending, final)
-        originals = [final]
     if not originals:
         return
     kept, unreadable = [], []
     for path in originals:
         events, intact = read_events(path)
-        kept += [e for e in events if e.step <= step or e.HasField("file_version")]
+        kept += [_in_one_run(e) for e in events if e.step <= step or e.HasField("file_version")]
         if not intact:
             unreadable.append(path)
     kept.sort(key=lambda event: (event.step, event.wall_time))
@@ -243,3 +242,31 @@ def supersede_events_after(folders: Sequence[str], step: int, damaged: str) -> N
         else:
             os.remove(path)
     os.replace(pending, final)
+
+
+def _complete_committed_merge(folder: str) -> None:
+    """A pending merged file is the commit point: the files it replaces go, it takes their
+    place (the previous layout merged each split's folder on its own, so any folder may hold
+    one)."""
+    pending = os.path.join(folder, f"events.merged{_PENDING_SUFFIX}")
+    if not os.path.exists(pending):
+        return
+    for path in _event_files(folder):
+        os.remove(path)
+    os.replace(pending, os.path.join(folder, "events.out.tfevents.000000000000.resumed"))
+
+
+def _in_one_run(event: event_pb2.Event) -> event_pb2.Event:
+    """An event as one run per training run has it: an HParams experiment of the previous
+    layout looked for its metrics in the run's eval/ folder (`group="eval"`), now the run's
+    own."""
+    for value in event.summary.value:
+        if value.metadata.plugin_data.plugin_name != hp_metadata.PLUGIN_NAME:
+            continue
+        data = plugin_data_pb2.HParamsPluginData.FromString(value.metadata.plugin_data.content)
+        if not data.HasField("experiment"):
+            continue
+        for info in data.experiment.metric_infos:
+            info.name.group = ""
+        value.metadata.plugin_data.content = data.SerializeToString()
+    return event

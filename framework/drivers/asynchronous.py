@@ -104,6 +104,14 @@ class AsynchronousDriver(Driver):
                 "Runner.driver unset)."
             )
         probe = env_factory()
+        if wrappers.has_statistics(probe):
+            probe.close()
+            raise ValueError(
+                "The environment normalises with running statistics (NormalizeObservation or "
+                "NormalizeReward), which the asynchronous driver's workers would each keep "
+                "apart from evaluation's. Train it with the synchronous driver (leave "
+                "Runner.driver unset), or leave the normalisation out."
+            )
         # An observation to show the policy's diagnostics at, the same all run long.
         self._probe_observation = probe.reset(seed=seeds.env)[0]
         self.agent = agent(  # the global networks; only their learner's apply runs
@@ -232,13 +240,7 @@ class AsynchronousDriver(Driver):
         return metrics
 
     def evaluate_with(self, evaluation_env: gym.Env) -> None:
-        if wrappers.has_statistics(evaluation_env):
-            raise ValueError(
-                "The environment normalises with running statistics (NormalizeObservation or "
-                "NormalizeReward), which the asynchronous driver's workers would each keep "
-                "apart from evaluation's. Train it with the synchronous driver (leave "
-                "Runner.driver unset), or leave the normalisation out."
-            )
+        del evaluation_env  # it keeps nothing: normalisation is refused when building
 
     def diagnostics(self) -> dict[str, float]:
         return self.agent.diagnostics(self._probe_observation)

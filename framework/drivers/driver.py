@@ -63,7 +63,8 @@ class Driver(abc.ABC):
     @abc.abstractmethod
     def evaluate_with(self, evaluation_env: gym.Env) -> None:
         """Lets `evaluation_env` (built by the same factory) read what the training
-        environments keep, frozen: the running statistics of observation normalisation."""
+        environments keep, frozen: the running statistics of observation and reward
+        normalisation (evaluation's rewards stay unscaled)."""
 
     def diagnostics(self) -> dict[str, float]:
         """The agent's policy diagnostics at an observation of the driver's choosing."""

@@ -121,15 +121,23 @@ def make_env(
     (`[@wrappers.ClipAction, @NormalizeObservation]`, see `framework/parts/wrappers.py`).
     """
     _check_env_id(env_id)
-    env = gymnasium.make(env_id, max_episode_steps=max_episode_steps, **_kwargs(env_kwargs))
+    kwargs = _kwargs(env_kwargs, "make_env", reserved=("max_episode_steps",))
+    env = gymnasium.make(env_id, max_episode_steps=max_episode_steps, **kwargs)
     return _wrapped(env, wrappers)
 
 
-def _kwargs(env_kwargs: dict[str, Any] | None) -> dict[str, Any]:
+def _kwargs(env_kwargs: dict[str, Any] | None, factory: str, reserved: Sequence[str]) -> dict:
+    """The environment's own arguments; those the factory binds itself are refused."""
     if env_kwargs is not None and not isinstance(env_kwargs, dict):
         raise ValueError(
-            f"env_kwargs must be a dict of the environment's arguments, e.g. "
+            f"{factory}.env_kwargs must be a dict of the environment's arguments, e.g. "
             f"{{'continuous': True}}; got {env_kwargs!r}."
+        )
+    taken = sorted(set(env_kwargs or {}) & set(reserved))
+    if taken:
+        raise ValueError(
+            f"{factory}.env_kwargs sets {', '.join(taken)}, which {factory} binds itself: "
+            f"bind {', '.join(f'{factory}.{name}' for name in taken)} instead."
         )
     return dict(env_kwargs or {})
 
@@ -167,11 +175,9 @@ def make_atari_env(
     """
     _check_env_id(env_id)
     # Frame skipping is done by AtariPreprocessing (which max-pools frames), not by the emulator.
+    kwargs = _kwargs(env_kwargs, "make_atari_env", ("frameskip", "repeat_action_probability"))
     env = gymnasium.make(
-        env_id,
-        frameskip=1,
-        repeat_action_probability=repeat_action_probability,
-        **_kwargs(env_kwargs),
+        env_id, frameskip=1, repeat_action_probability=repeat_action_probability, **kwargs
     )
     env = gymnasium.wrappers.AtariPreprocessing(
         env,

@@ -65,10 +65,11 @@ class NormalizeObservation(gymnasium.wrappers.NormalizeObservation):
 
 @gin.configurable
 class NormalizeReward(gymnasium.wrappers.NormalizeReward):
-    """Rewards scaled by the running standard deviation of the discounted return (`gamma` as
-    the agent's), then clipped to `[-clip, clip]`. An evaluation environment's rewards are not
-    scaled (`scaling = False`, set by `share_statistics`): eval returns stay in the env's own
-    units."""
+    """Rewards scaled by the running standard deviation of the discounted return (`gamma`:
+    bind it as the agent's), then clipped to `[-clip, clip]`. An evaluation environment's
+    rewards are not scaled (`scaling = False`, set by `SharedStatistics.read_frozen`): eval
+    returns stay in the env's own units, while train/episode_return sums the scaled rewards
+    the agent learns from."""
 
     shared_attributes = ("return_rms",)
 
@@ -90,6 +91,10 @@ class NormalizeReward(gymnasium.wrappers.NormalizeReward):
 
 
 _STATISTICS = {NormalizeObservation: "obs_rms", NormalizeReward: "return_rms"}
+_GYMNASIUM_NORMALIZERS = (
+    gymnasium.wrappers.NormalizeObservation,
+    gymnasium.wrappers.NormalizeReward,
+)
 
 
 class SharedStatistics:
@@ -97,7 +102,7 @@ class SharedStatistics:
     environment its factory builds, and their state for checkpoints."""
 
     def __init__(self, kinds: Sequence[type], statistics: Sequence[RunningMeanStd]):
-        self.kinds = list(kinds)  # the wrappers' classes, innermost first
+        self.kinds = list(kinds)  # the wrappers' classes, outermost first
         self.statistics = list(statistics)
 
     def state(self) -> dict[str, Any]:
@@ -122,6 +127,13 @@ class SharedStatistics:
         """`evaluation` (built by the same factory) reads these statistics and updates none;
         its rewards are not scaled."""
         layers = _normalizers(evaluation)
+        if layers and not self.kinds:
+            raise ValueError(
+                "The environment normalises with running statistics, but the training vector "
+                "env keeps none to share with evaluation: a vector env that does not step "
+                "copies of env_factory (make_vector_env.vector_env, e.g. vectorised_cartpole) "
+                "cannot take NormalizeObservation or NormalizeReward."
+            )
         _check_layout(self.kinds, layers, "the evaluation environment")
         for layer, statistics in zip(layers, self.statistics, strict=True):
             setattr(layer, _STATISTICS[type(layer)], statistics)
@@ -131,7 +143,22 @@ class SharedStatistics:
 
 
 def _normalizers(env: gymnasium.Env) -> list[gymnasium.Wrapper]:
-    return [layer for layer in env_state.wrapper_chain(env) if type(layer) in _STATISTICS]
+    """The normalisation wrappers of `env`, outermost first. gymnasium's own ones (from a
+    factory written in Python) would keep statistics of their own, unsaved: refused."""
+    layers = env_state.wrapper_chain(env)
+    foreign = [
+        type(layer).__name__
+        for layer in layers
+        if isinstance(layer, _GYMNASIUM_NORMALIZERS) and type(layer) not in _STATISTICS
+    ]
+    if foreign:
+        raise ValueError(
+            f"The environment is wrapped in gymnasium's own {', '.join(foreign)}, whose "
+            "statistics no run would share with evaluation or save: use "
+            "framework.parts.wrappers.NormalizeObservation / NormalizeReward instead "
+            "(in gin: make_env.wrappers = [@NormalizeObservation])."
+        )
+    return [layer for layer in layers if type(layer) in _STATISTICS]
 
 
 def _check_layout(kinds: Sequence[type], layers: Sequence[gymnasium.Wrapper], what: str) -> None:

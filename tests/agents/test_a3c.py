@@ -46,7 +46,8 @@ def _train(base_dir, bindings=(), base=SHORT) -> Runner:
 
 def _resume(runner: Runner) -> Runner:
     """Trains a runner that was built (and maybe restored) by hand, as `train` would."""
-    return experiments.run(experiments.PreparedRun(runner, runner.run_directory, "test")).runner
+    prepared = experiments.PreparedRun(runner, runner.run_directory, command="test")
+    return experiments.run(prepared).runner
 
 
 def _weights(runner: Runner) -> list[np.ndarray]:

@@ -152,9 +152,9 @@ def test_runs_are_trials_by_their_config_not_their_folders_and_a_seed_counts_onc
     assert trials.loc[long, "seeds"] == 1 and trials.loc[short, "seeds"] == 2
     assert trials.loc[short, "final_mean"] == pytest.approx((20.0 + 40.0) / 2)
     (note,) = result.notes
-    assert f"Trial {short} holds seed 1 twice" in note
-    assert note.endswith(
-        "only the newest, " + str(runs / "dqn_cartpole_seed1_20261125-120000-000001") + ", counts."
+    newest, older = (runs / f"dqn_cartpole_seed1_20261125-{t}-000001" for t in ("120000", "110500"))
+    assert note == (
+        f"Trial {short} holds 2 runs of seed 1: only the newest counts, {newest} (not {older})."
     )
     listing = analyze.membership(result.runs)
     assert f"{short} (2 runs): dqn_cartpole_seed0_20261125-110000-000001 (seed 0), " in listing

@@ -60,9 +60,12 @@ def test_hparams_group_the_seeds_of_one_trial_list_bound_values_and_eval_metrics
         assert [value for _, value in best] == pytest.approx(
             [max(returns[: i + 1]) for i in range(len(returns))]
         )
-    # Named after the trial, whatever the folders are called: the seeds of a and b group.
+    # The trial key, whatever the folders are called: the seeds of a and b group together.
     assert groups["a"] == groups["b"] != groups["c"]
-    assert groups["a"].startswith("reinforce_bandit")
+    assert (
+        groups["a"]
+        == json.loads((tmp_path / "a" / "metadata.json").read_text())["starts"][0]["trial"]
+    )
 
 
 def test_a_staircase_in_environment_steps_changes_the_rate_at_those_steps(tmp_path):

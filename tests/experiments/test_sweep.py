@@ -104,7 +104,7 @@ def test_the_sweep_declares_its_hparams_domains_and_each_run_its_values(grid):
         ]
         (start,) = sessions
         # Named after the trial's key, as single runs name theirs: the seeds group together.
-        assert start.session_start_info.group_name.endswith(f"-{run['trial_key']}")
+        assert start.session_start_info.group_name == run["trial_key"]
         value = start.session_start_info.hparams["Adam.learning_rate"].number_value
         assert value == run["values"]["Adam.learning_rate"]
         scalars = read_scalars(folder)

@@ -9,9 +9,9 @@ import numpy as np
 import pytest
 
 from framework.atomic_files import atomic_path, atomic_write
-from framework.event_reader import read_scalars
+from framework.event_reader import read_events, read_scalars
 from framework.run_directory import RunDirectory, RunFolderBusyError
-from framework.summaries import SummaryWriters
+from framework.summaries import SummaryWriters, write_event_file
 
 
 def _log(base_dir, steps) -> None:
@@ -116,6 +116,7 @@ def test_a_run_of_the_older_layout_resumes_into_one_tensorboard_run(tmp_path, ca
         for step in range(1, 11):
             writers.scalars(step, {tag: float(step)})
         writers.close()
+    (tmp_path / "config.gin").write_text("Runner.num_steps = 10\n")  # as every run has
     run = RunDirectory(str(tmp_path))
     assert run.eval_curve()[-1] == (10, 10.0) and run.holds_run(str(tmp_path))  # read as is
     caplog.set_level("INFO")
@@ -125,6 +126,31 @@ def test_a_run_of_the_older_layout_resumes_into_one_tensorboard_run(tmp_path, ca
     scalars = read_scalars(str(tmp_path))
     assert [s for s, _ in scalars["train/x"]] == [1, 2, 3, 4, 5]
     assert run.eval_curve() == [(step, float(step)) for step in range(1, 6)]
+
+
+def test_a_migrated_runs_hparams_metrics_are_its_own(tmp_path):
+    """The older layout's HParams experiment looked for its metrics in the run's eval/ run."""
+    from tensorboard.plugins.hparams import api as hp
+    from tensorboard.plugins.hparams import plugin_data_pb2
+
+    experiment = hp.hparams_config_pb(
+        hparams=[hp.HParam("Adam.learning_rate")],
+        metrics=[hp.Metric("eval/episode_return", group="eval")],
+    )
+    write_event_file(str(tmp_path / "events.out.tfevents.1.old.v2"), [(0, experiment)])
+    SummaryWriters(str(tmp_path / "eval")).close()  # an eval/ run, as the older layout had
+    RunDirectory(str(tmp_path)).open_writers(5).close()
+    groups = [
+        info.name.group
+        for path in glob.glob(str(tmp_path / "*tfevents*"))
+        for event in read_events(path)[0]
+        for value in event.summary.value
+        if value.metadata.plugin_data.plugin_name == "hparams"
+        for info in plugin_data_pb2.HParamsPluginData.FromString(
+            value.metadata.plugin_data.content
+        ).experiment.metric_infos
+    ]
+    assert groups == [""]
 
 
 def test_checkpoint_store_lives_in_the_checkpoints_folder(tmp_path):

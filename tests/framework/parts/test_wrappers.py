@@ -13,7 +13,7 @@ from framework.drivers.driver import Seeds
 from framework.drivers.synchronous import SynchronousDriver
 from framework.event_reader import read_scalars
 from framework.parts.environments import make_env
-from framework.parts.wrappers import NormalizeObservation, NormalizeReward
+from framework.parts.wrappers import NormalizeObservation, NormalizeReward, share_statistics
 from framework.runner import Runner
 from tests.runs import train
 
@@ -54,8 +54,12 @@ def test_environment_arguments_and_wrappers_come_from_the_config():
 
 
 def test_bad_environment_arguments_and_wrappers_are_one_paragraph():
-    with pytest.raises(ValueError, match=r"env_kwargs must be a dict .* got 3"):
+    with pytest.raises(ValueError, match=r"make_env.env_kwargs must be a dict .* got 3"):
         make_env("CartPole-v1", env_kwargs=3)
+    with pytest.raises(ValueError, match=r"sets max_episode_steps, .* make_env.max_episode"):
+        make_env("CartPole-v1", env_kwargs={"max_episode_steps": 5})
+    with pytest.raises(ValueError, match="gymnasium's own NormalizeObservation"):
+        share_statistics([gymnasium.wrappers.NormalizeObservation(make_env("CartPole-v1"))])
     with pytest.raises(ValueError, match=r"wrappers must be wrapper classes .*(no parentheses)"):
         make_env("CartPole-v1", wrappers=[gymnasium.make("CartPole-v1")])
 
@@ -125,8 +129,13 @@ def test_a_normalised_dqn_run_resumes_bitwise_statistics_included(tmp_path):
     ):
         np.testing.assert_array_equal(a, b)
     expected, got = read_scalars(tmp_path / "whole"), read_scalars(tmp_path / "resumed")
-    for tag in ("train/episode_return", "train/loss"):  # the first start also evaluated at 300
+    for tag in ("train/episode_return", "train/loss"):
         assert got[tag] == expected[tag], tag
+    # The first start also evaluated at 300, where it stopped; after that, the same evaluations
+    # through the restored statistics.
+    after = [(step, value) for step, value in got["eval/episode_return"] if step > 300]
+    assert after == [(s, v) for s, v in expected["eval/episode_return"] if s > 300]
+    assert len(after) == 2
     # Evaluation's rewards are not scaled: two episodes' returns are CartPole's whole steps.
     assert all(2 * value == int(2 * value) for _, value in expected["eval/episode_return"])
 
