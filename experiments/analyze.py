@@ -224,7 +224,8 @@ def membership(runs: Sequence[Run]) -> str:
     for trial in dict.fromkeys(run.trial for run in runs):
         members = [r for r in runs if r.trial == trial]
         listed = ", ".join(f"{r.name} (seed {r.seed})" for r in members)
-        lines.append(f"{trial} ({len(members)} runs): {listed}")
+        count = f"{len(members)} run{'s' if len(members) > 1 else ''}"
+        lines.append(f"{trial} ({count}): {listed}")
     return "\n".join(lines)
 
 

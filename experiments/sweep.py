@@ -12,8 +12,9 @@ over its seeds of the final eval return, never one seed's.
 
     <base_dir>/
       sweep.json                    the record: every run's bindings, seed, status, result, error
-      events.out.tfevents.*.sweep   the HParams dashboard's columns, declared once for the sweep
-      <trial>_seed<k>/              an ordinary run folder per trial and seed
+      <trial>_seed<k>/              an ordinary run folder per trial and seed (one TensorBoard
+                                    run each), with the sweep's record of it: the HParams
+                                    columns of the whole sweep and, once it ended, its result
       logs/<trial>_seed<k>.log      each run's output
       ray_results/                  Ray Tune's own records (--backend=ray)
 
@@ -43,7 +44,6 @@ from experiments.sweep_record import (  # noqa: E402
     define,
     failure_report,
     summary_table,
-    write_experiment,
 )
 from experiments.trial import STATUS_FAILED, STATUS_FINISHED, STATUS_INTERRUPTED  # noqa: E402
 
@@ -60,7 +60,6 @@ def run_sweep(
         raise usage_error(f"--backend must be 'local' or 'ray', got {backend!r}.")
     parallel = parallel or os.cpu_count() or 1
     os.makedirs(sweep.base_dir, exist_ok=True)
-    write_experiment(sweep)
     todo = [run for run in sweep.runs if run["status"] != STATUS_FINISHED]
     for run in todo:
         if run["status"] == STATUS_RUNNING:  # an earlier driver died while it ran

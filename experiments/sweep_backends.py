@@ -15,6 +15,7 @@ from experiments import RunError
 from experiments.sweep_record import (
     STATUS_RUNNING,
     Sweep,
+    declare_columns,
     read_result,
     write_run_result,
 )
@@ -63,7 +64,7 @@ def _duration(seconds: float) -> str:
 
 
 def start_run(sweep: Sweep, run: dict) -> None:
-    sweep.run_folder(run).clear_result_events()
+    declare_columns(sweep, run)
     run["status"] = STATUS_RUNNING
     run["attempts"] += 1
     run["error"] = None

@@ -21,7 +21,6 @@ from experiments.sweep_plan import (
     usage_error,
 )
 from experiments.trial import STATUS_FAILED, STATUS_FINISHED, Task
-from framework import summaries
 from framework.atomic_files import atomic_write
 from framework.run_directory import RunDirectory
 
@@ -34,7 +33,6 @@ METRICS = (
     ("sweep/best_eval_return", "best eval return"),
     ("sweep/failed", "failed (1) or finished (0)"),
 )
-_EXPERIMENT_EVENTS = "events.out.tfevents.0000000000.sweep"
 
 
 @dataclasses.dataclass
@@ -248,18 +246,22 @@ def _domain(domain: dict):
     return hp.Discrete(domain["values"])
 
 
-def write_experiment(sweep: Sweep) -> None:
-    """Declares the dashboard's columns once for the whole sweep, before any run: the domain of
-    every swept binding and the metrics (SB3#1099: columns a first run did not log vanish)."""
+def _columns(sweep: Sweep):
+    """The dashboard's columns for the whole sweep: the domain of every swept binding and the
+    metrics, declared in every run's folder before the run starts (SB3#1099: columns a first
+    run did not log vanish), and not in a folder of its own (TensorBoard would list it as a
+    run beside the training runs)."""
     hp = _hparams_api()
     # Named as every run's own HParams session names them (`bound_hyperparameters`).
     hparams = [hp.HParam(p.hparam, _domain(p.domain())) for p in sweep.parameters]
     metrics = [hp.Metric(tag, display_name=name) for tag, name in METRICS]
-    os.makedirs(sweep.base_dir, exist_ok=True)
-    summaries.write_event_file(
-        os.path.join(sweep.base_dir, _EXPERIMENT_EVENTS),
-        [(0, hp.hparams_config_pb(hparams=hparams, metrics=metrics))],
-    )
+    return hp.hparams_config_pb(hparams=hparams, metrics=metrics)
+
+
+def declare_columns(sweep: Sweep, run: dict) -> None:
+    """Before a run starts (again): the sweep's record in its folder holds the columns and no
+    result, so an earlier result neither outlives the run nor mixes with a resumed one."""
+    sweep.run_folder(run).write_result_events([(0, _columns(sweep))])
 
 
 def write_run_result(sweep: Sweep, run: dict) -> None:
@@ -273,7 +275,7 @@ def write_run_result(sweep: Sweep, run: dict) -> None:
     folder = sweep.run_folder(run)
     result = run["result"] or {}
     step = int(result.get("eval_step") or 0)
-    results = []
+    results = [(0, _columns(sweep))]
     if not folder.logged_its_session():  # grouped as the run groups its own: by trial key
         group = run.get("trial_key") or run["trial"]  # no key if it never got to start
         results.append((0, _hparams_api().hparams_pb(run["values"], trial_id=group)))

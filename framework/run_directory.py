@@ -11,7 +11,7 @@ files, and the readers that analysis and sweeps use. Nothing else decides a path
       events.out.tfevents.*         the run's event files: one TensorBoard run, its tags
                                     namespaced (train/, eval/, ...), one curve per tag across
                                     resumes, and its HParams session
-      events.out.tfevents.9999999999.sweep   a sweep's record of the run's result
+      events.out.tfevents.9999999999.sweep   a sweep's record: its HParams columns, the result
       discarded/                    event files and checkpoints set aside, never deleted
       train/ eval/                  the event files of runs written before one TensorBoard run
                                     per training run: read as they are, merged on a resume
@@ -41,8 +41,7 @@ _CONFIG = "config.gin"
 _METADATA = "metadata.json"
 _LOCK = ".lock"
 # Sorts after the run's own event files: TensorBoard reads a folder's files in name order.
-_SWEEP_SUFFIX = ".sweep"  # what a sweep writes, here and in its own folder
-_RESULT_EVENTS = f"events.out.tfevents.9999999999{_SWEEP_SUFFIX}"
+_RESULT_EVENTS = f"events.out.tfevents.9999999999{summaries.SWEEP_SUFFIX}"
 EVAL_RETURN = "eval/episode_return"
 _OLD_EVENT_FOLDERS = ("train", "eval")  # a TensorBoard run per split, before one per run
 
@@ -84,7 +83,7 @@ class RunDirectory:
         this framework has them), or a run's own event files (a sweep's are not a run)."""
         records = any(os.path.exists(os.path.join(path, name)) for name in (_CONFIG, _METADATA))
         events = glob.glob(os.path.join(path, "*tfevents*"))
-        return records or any(not event.endswith(_SWEEP_SUFFIX) for event in events)
+        return records or any(not event.endswith(summaries.SWEEP_SUFFIX) for event in events)
 
     # ----- the training process's side -------------------------------------------------------
 
@@ -185,15 +184,10 @@ class RunDirectory:
     # ----- a sweep's record of the run ------------------------------------------------------
 
     def write_result_events(self, results: Sequence[tuple[int, object]]) -> None:
-        """A sweep's summaries of how the run ended, beside the run's own HParams session."""
+        """A sweep's record of the run (its HParams columns, and once it ended its result),
+        replacing the last one; the run's own event files never take it in."""
         os.makedirs(self.base_dir, exist_ok=True)
         summaries.write_event_file(os.path.join(self.base_dir, _RESULT_EVENTS), results)
-
-    def clear_result_events(self) -> None:
-        """Before a run starts again: its earlier result must not outlive it, nor be merged
-        into the run's own events when it resumes."""
-        with contextlib.suppress(FileNotFoundError):
-            os.remove(os.path.join(self.base_dir, _RESULT_EVENTS))
 
     def logged_its_session(self) -> bool:
         """Whether the run wrote its own HParams session (it got as far as starting)."""

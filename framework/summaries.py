@@ -27,6 +27,9 @@ from framework import atomic_files
 from framework.event_reader import read_events
 
 _PENDING_SUFFIX = ".pending"  # no "tfevents" in the name: TensorBoard ignores it
+# A sweep's records in a run's folder (its HParams columns, the run's result): the sweep's to
+# write and replace, never merged into or set aside with the run's own event files.
+SWEEP_SUFFIX = ".sweep"
 # The HParams dashboard's metrics: the final and the best evaluation return.
 HPARAMS_METRICS = (
     ("eval/episode_return", "final eval return"),
@@ -181,7 +184,9 @@ def set_aside_events(folders: Sequence[str], target: str) -> None:
 
 
 def _event_files(folder: str) -> list[str]:
-    return sorted(glob.glob(os.path.join(folder, "*tfevents*")))
+    """The run's own event files in `folder` (not a sweep's records)."""
+    paths = glob.glob(os.path.join(folder, "*tfevents*"))
+    return sorted(path for path in paths if not path.endswith(SWEEP_SUFFIX))
 
 
 def _relative_folder(path: str, top: str) -> str:

@@ -89,11 +89,20 @@ def test_a_grid_sweep_makes_one_run_folder_per_trial_and_seed(grid):
 
 
 def test_the_sweep_declares_its_hparams_domains_and_each_run_its_values(grid):
-    (experiment,) = _hparams(os.path.join(grid.base_dir, "*tfevents*"))
-    (info,) = experiment.experiment.hparam_infos
+    # In every run's folder: a folder of the sweep's own would be one more TensorBoard run.
+    assert not glob.glob(os.path.join(grid.base_dir, "*tfevents*"))
+    declared = [
+        h.experiment
+        for run in grid.runs
+        for h in _hparams(os.path.join(grid.folder(run), "*tfevents*"))
+        if h.HasField("experiment")
+    ]
+    assert len(declared) == len(grid.runs) and all(e == declared[0] for e in declared)
+    experiment = declared[0]
+    (info,) = experiment.hparam_infos
     assert info.name == "Adam.learning_rate"  # the name the runs' own sessions use
     assert sorted(v.number_value for v in info.domain_discrete.values) == [0.001, 0.01]
-    metrics = [m.name.tag for m in experiment.experiment.metric_infos]
+    metrics = [m.name.tag for m in experiment.metric_infos]
     assert metrics == ["sweep/final_eval_return", "sweep/best_eval_return", "sweep/failed"]
     for run in grid.runs:
         folder = grid.folder(run)
@@ -172,7 +181,8 @@ def test_a_failing_trial_is_recorded_and_only_it_runs_again(tmp_path):
     scalars = read_scalars(definition.folder(failed))
     assert scalars["sweep/failed"] == [(0, 1.0)]
     assert np.isnan(scalars["sweep/final_eval_return"][0][1])
-    (start,) = _hparams(os.path.join(definition.folder(failed), "*tfevents*"))[:1]
+    hparams = _hparams(os.path.join(definition.folder(failed), "*tfevents*"))
+    (start,) = [h for h in hparams if h.HasField("session_start_info")]
     assert start.session_start_info.hparams["Runner.eval_episodes"].number_value == -1
 
     again = sweep.define([BANDIT], TINY, [bad], seeds=1, base_dir=str(tmp_path))
