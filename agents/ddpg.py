@@ -17,8 +17,7 @@ Acting: uniform random actions until `learning_starts`, then mu(s) plus explorat
 part: Gaussian or Ornstein-Uhlenbeck, one process per sub-environment, restarted where an
 episode ended), in units of the action half-range, clipped to the bounds; evaluation acts
 with mu(s). Small MLP actors act from a numpy copy, refreshed after every learner call.
-Learning: as DQN, `gradient_steps` for every multiple of `train_freq` transitions crossed
-after `learning_starts`, all batches sampled at once and run in one compiled call.
+Learning: as every replay agent (`agents/off_policy.py`).
 """
 
 from collections.abc import Callable
@@ -29,7 +28,8 @@ import keras
 import numpy as np
 import tensorflow as tf
 
-from framework.agent import Agent, Health, Metrics, State, VectorStep, training_calls_due
+from agents.off_policy import ReplayAgent
+from framework.agent import State, VectorStep
 from framework.learner import Learner, UpdateGroup
 from framework.parts import networks
 from framework.parts.exploration import GaussianNoise
@@ -38,11 +38,11 @@ from framework.parts.losses import DeterministicPolicyLoss, TDMSELoss
 from framework.parts.replay import UniformReplay
 from framework.parts.target_updaters import SoftUpdate, TargetUpdater
 from framework.parts.targets import MinCriticTarget
-from framework.validation import require_non_negative, require_positive, require_unit_interval
+from framework.validation import require_positive, require_unit_interval
 
 
 @gin.configurable
-class DDPGAgent(Agent):
+class DDPGAgent(ReplayAgent):
     """DDPG; TD3 with `num_critics=2, target_noise=0.2, actor_every=2`.
 
     Parts left None: `DeterministicPolicyLoss`, `TDMSELoss`, `MinCriticTarget`, Adam(1e-3) for
@@ -86,17 +86,16 @@ class DDPGAgent(Agent):
         train_freq: int = 1,
         gradient_steps: int = 1,
     ):
-        super().__init__(observation_space, action_space, seed)
-        require_positive(
-            self,
-            num_critics=num_critics,
-            actor_every=actor_every,
+        super().__init__(
+            observation_space,
+            action_space,
+            seed,
             batch_size=batch_size,
+            learning_starts=learning_starts,
             train_freq=train_freq,
             gradient_steps=gradient_steps,
-            n_step=n_step,
         )
-        require_non_negative(self, learning_starts=learning_starts)
+        require_positive(self, num_critics=num_critics, actor_every=actor_every, n_step=n_step)
         for name, value in dict(
             target_noise=target_noise, target_noise_clip=target_noise_clip, critic_l2=critic_l2
         ).items():
@@ -106,10 +105,6 @@ class DDPGAgent(Agent):
         self.low, self.high = _box_bounds(self, action_space)  # [A] float32 each
         self.action_size = len(self.low)
         self.half_range = 0.5 * (self.high - self.low)  # [A]: the unit of every noise
-        self.batch_size = batch_size
-        self.learning_starts = learning_starts
-        self.train_freq = train_freq
-        self.gradient_steps = gradient_steps
         self.target_noise = target_noise
         self.target_noise_clip = target_noise_clip
         self.critic_l2 = critic_l2
@@ -142,8 +137,9 @@ class DDPGAgent(Agent):
             action_shape=(self.action_size,),
             action_dtype=np.float32,
         )
+        self.check_replay_capacity()
         observation_dtype = tf.as_dtype(observation_space.dtype)
-        self._policy = networks.actor_forward(self.actor)
+        self.acting = networks.actor_forward(self.actor)
         self.learner = Learner(
             [
                 UpdateGroup(
@@ -172,48 +168,33 @@ class DDPGAgent(Agent):
                 "discount": tf.TensorSpec([None, batch_size], tf.float32),
                 "next_observation": tf.TensorSpec([None, batch_size, *shape], observation_dtype),
             },
-            publish=self._policy.variables,
+            publish=self.acting.variables,
             loss_state=[self.tf_rng.state],  # target smoothing's noise
         )
-        self.steps = 0  # transitions observed; drives warm-up and the training schedule
-        self._due_calls = 0  # training calls due since the last update
 
     # ----- acting ------------------------------------------------------------------------------
 
     def act(self, observations: np.ndarray, explore: bool) -> np.ndarray:
         shape = (len(observations), self.action_size)
         if not explore:
-            return self._policy(observations).astype(np.float32)  # [N, A]
+            return self.acting(observations).astype(np.float32)  # [N, A]
         if self.steps < self.learning_starts:
             return self.rng.uniform(self.low, self.high, size=shape).astype(np.float32)
-        noisy = self._policy(observations) + self.half_range * self.noise(self.rng, shape)
+        noisy = self.acting(observations) + self.half_range * self.noise(self.rng, shape)
         return np.clip(noisy, self.low, self.high).astype(np.float32)  # [N, A]
 
     def observe(self, step: VectorStep) -> None:
-        self.replay.add(step)
+        super().observe(step)
         self.noise.reset(step.terminated | step.truncated)
-        before, self.steps = self.steps, self.steps + step.num_envs
-        self._due_calls += training_calls_due(
-            before, self.steps, self.train_freq, self.learning_starts
-        )
 
     def interrupt_episodes(self) -> None:
-        self.replay.end_episodes()
+        super().interrupt_episodes()
         self.noise.reset()
 
     # ----- learning ----------------------------------------------------------------------------
 
-    def update(self) -> tuple[Metrics, Health]:
-        calls, self._due_calls = self._due_calls, 0
-        if not calls or len(self.replay) == 0:  # n-step windows fill only after n steps
-            return {}, Health()
-        batches = self.replay.sample_stack(calls * self.gradient_steps, self.batch_size, self.rng)
-        metrics, health = self.learner.run(batches)
-        self._policy.refresh(self.learner.published)
-        metrics = metrics.with_values(
-            {"noise_scale": self.noise.scale, "replay_size": len(self.replay)}
-        )
-        return metrics, Health.from_tensor(health)
+    def exploration_metrics(self) -> dict[str, float]:
+        return {"noise_scale": self.noise.scale}
 
     def _target_actions(self, next_observation: tf.Tensor) -> tf.Tensor:
         actions = self.target_actor(next_observation)  # [B, A]
@@ -257,30 +238,24 @@ class DDPGAgent(Agent):
 
     # ----- persistence and diagnostics ---------------------------------------------------------
 
-    def state(self) -> State:
+    def networks(self) -> dict:
         return {
-            **super().state(),
-            "steps": self.steps,
             "actor": self.actor,
             "critics": self.critics,
             "target_actor": self.target_actor,
             "target_critics": self.target_critics,
-            "learner": self.learner,
             "tf_rng": self.tf_rng,
-            "replay": self.replay.state(),
-            "noise": self.noise.state(),
         }
+
+    def state(self) -> State:
+        return {**super().state(), "noise": self.noise.state()}
 
     def load_state(self, state: State) -> None:
         super().load_state(state)
-        self.steps = state["steps"]
-        self.replay.load_state(state["replay"])
         self.noise.load_state(state["noise"])
-        self.learner.restored()
-        self._policy.refresh()
 
     def diagnostics(self, observation: np.ndarray) -> dict[str, float]:
-        action = self._policy(observation[None])  # [1, A]
+        action = self.acting(observation[None])  # [1, A]
         q = self.critics[0]([tf.constant(observation[None]), tf.constant(action, tf.float32)])
         metrics = {"policy/q": float(q.numpy()[0])}
         if self.action_size <= 8:

@@ -28,11 +28,11 @@ class RolloutAgent(Agent):
     def interrupt_episodes(self) -> None:
         self.rollout.end_episodes()
 
-    def update(self) -> tuple[Metrics, Health]:
+    def update(self, env_steps: int) -> tuple[Metrics, Health]:
         if not self.rollout.full:
             return {}, Health()
         batch = {name: array[None] for name, array in self.rollout.take().items()}
-        metrics, health = self.learner.run(batch)
+        metrics, health = self.learner.run(batch, env_steps)
         self.acting.refresh(self.learner.published)
         return metrics.with_values(self.rollout_metrics()), Health.from_tensor(health)
 
@@ -44,6 +44,9 @@ class RolloutAgent(Agent):
     def shared_variables(self) -> list[tf.Variable]:
         """What an A3C worker pulls from the global agent: every network's weights."""
         return [v for network in self.networks().values() for v in network.weights]
+
+    def schedules(self) -> list[str]:
+        return self.learner.schedules()
 
     def rollout_metrics(self) -> dict[str, float]:
         """Numbers of the agent's own to log with the learner's (none by default)."""
@@ -66,5 +69,4 @@ class RolloutAgent(Agent):
     def load_state(self, state: State) -> None:
         super().load_state(state)
         self.rollout.load_state(state["rollout"])
-        self.learner.restored()
         self.weights_changed()

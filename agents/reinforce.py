@@ -113,12 +113,12 @@ class ReinforceAgent(Agent):
         """An episode cut off without a done has no returns to learn from: drop it."""
         self._episodes = [[] for _ in self._episodes]
 
-    def update(self) -> tuple[Metrics, Health]:
+    def update(self, env_steps: int) -> tuple[Metrics, Health]:
         if len(self._finished) < self.episodes_per_update:
             return {}, Health()
         batch = self._batch(self._finished)
         self._finished = []
-        metrics, health = self.learner.run(batch)
+        metrics, health = self.learner.run(batch, env_steps)
         self._policy_numpy.refresh(self.learner.published)
         return metrics, Health.from_tensor(health)
 
@@ -166,8 +166,10 @@ class ReinforceAgent(Agent):
             list(zip(*episode, strict=True))
             for episode in _episodes_from_state(state["in_progress"])
         ]
-        self.learner.restored()
         self._policy_numpy.refresh()
+
+    def schedules(self) -> list[str]:
+        return self.learner.schedules()
 
     def diagnostics(self, observation: np.ndarray) -> dict[str, float]:
         probs = exploration.softmax(self._policy_numpy(observation[None]))[0]

@@ -33,7 +33,10 @@ def build(gin_file: str, bindings: Sequence[str] = ()) -> tuple[Callable, Callab
 
     import agents  # noqa: F401  (registers every configurable the config may name)
     from agents.dqn import DQNAgent
-    from framework import config
+    from framework import (
+        config,
+        runner,  # noqa: F401  (registers Runner, which the config binds)
+    )
     from framework.parts.gradient_processors import ClipByGlobalNorm
 
     config.parse([gin_file], list(bindings))

@@ -95,16 +95,18 @@ class Agent(abc.ABC):
         """Takes in the N transitions of one vector step."""
 
     @abc.abstractmethod
-    def update(self) -> tuple[Metrics, Health]:
-        """Runs the learner as often as it is due (maybe never): its metrics and health."""
+    def update(self, env_steps: int) -> tuple[Metrics, Health]:
+        """Runs the learner as often as it is due (maybe never): its metrics and health.
+        `env_steps` is the run's count of environment steps (learning-rate schedules read it)."""
 
     def state(self) -> State:
         """Everything a restart needs; subclasses extend this dict with theirs."""
         return {"rng": self.rng.bit_generator.state}
 
     def load_state(self, state: State) -> None:
-        """Takes back what `state()` gave, after its trackables were restored in place;
-        refreshes anything derived from them (acting copies, configured learning rates)."""
+        """Takes back what `state()` gave, after its trackables were restored in place (the
+        checkpoint store has put each learner's configured learning rates back); refreshes
+        anything derived from them (acting copies)."""
         self.rng.bit_generator.state = state["rng"]
 
     @abc.abstractmethod
@@ -119,6 +121,10 @@ class Agent(abc.ABC):
         """Scalars that describe the current policy at one observation (e.g. action probs)."""
         del observation
         return {}
+
+    def schedules(self) -> list[str]:
+        """One line per learning-rate schedule the agent follows, for the run's log."""
+        return []
 
     def histogram_variables(self) -> dict[str, Any]:
         """Variables to log as weight histograms, by name."""

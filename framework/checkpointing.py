@@ -33,6 +33,7 @@ import tensorflow as tf
 from absl import logging
 
 from framework import atomic_files
+from framework.learner import Learner
 
 # 3: the runner over a driver ("runner", "driver", "rngs"; A3C's state under the runner's).
 FORMAT_VERSION = 3
@@ -152,6 +153,14 @@ def _tf_checkpoint(trackables: dict[str, Any]) -> tf.train.Checkpoint:
     """One TF checkpoint of the trackables by key path; under one dict, so that no key can
     clash with a tf.train.Checkpoint attribute ("write", "save_counter")."""
     return tf.train.Checkpoint(state=trackables)
+
+
+def _configured_over_saved(checkpoint: tf.train.Checkpoint) -> None:
+    """Every restored learner takes its configured learning rates back (a constant rate is a
+    variable of its optimizer, so the restore brought the saved one): no agent has to remember."""
+    for trackable in tf.train.TrackableView(checkpoint).descendants():
+        if isinstance(trackable, Learner):
+            trackable.restored()
 
 
 def _write_arrays(path: str, arrays: dict[str, np.ndarray]) -> None:
@@ -320,8 +329,9 @@ class CheckpointStore:
             if split["arrays"]:
                 saved.update(_read_arrays(prefix + _ARRAYS_SUFFIX))
             if split["trackables"]:
-                status = _tf_checkpoint(split["trackables"]).read(prefix)
-                status.assert_existing_objects_matched()
+                checkpoint = _tf_checkpoint(split["trackables"])
+                checkpoint.read(prefix).assert_existing_objects_matched()
+                _configured_over_saved(checkpoint)
         except _Unusable:
             raise
         except Exception as error:  # any failure to read makes this one unusable

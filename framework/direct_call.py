@@ -8,9 +8,12 @@ of times per run. `DirectCall` does what that path ends in, TensorFlow's eager `
 function by name, with everything that does not change between calls worked out once.
 It reads a few of TensorFlow's internals (the function's runtime name and captured inputs, the
 eager `execute`), checked on TF 2.21: `tests/framework/test_direct_call.py` checks that it
-computes what the ordinary call computes, and fails loudly where an upgrade changes them.
+computes what the ordinary call computes. `incompatibility()` makes the same check at start, so
+that a TensorFlow whose internals moved falls back to the ordinary call (`Learner.direct_call`
+turns it off by hand).
 """
 
+import functools
 import itertools
 
 import numpy as np
@@ -60,3 +63,35 @@ class DirectCall:
             self._name, self._num_outputs, [*inputs, *captured], self._attrs, self._context
         )
         return self._pack(outputs)
+
+
+@functools.cache
+def incompatibility() -> str | None:
+    """None when `DirectCall` works on this TensorFlow; else what is wrong, in one sentence.
+
+    Checked once a process, on a small function that reads and writes a variable, against the
+    ordinary call: a TensorFlow whose internals moved fails here, at start, not in a run.
+    """
+    try:
+        total = tf.Variable(1.0)
+
+        @tf.function(input_signature=[tf.TensorSpec([2], tf.float32)])
+        def add(x):
+            total.assign_add(tf.reduce_sum(x))
+            return x * total, total.read_value()
+
+        function = add.get_concrete_function()
+        x = np.array([1.0, 2.0], np.float32)
+        expected = [t.numpy() for t in function(x)]  # total 1 -> 4
+        got = [t.numpy() for t in DirectCall(function)(x)]  # total 4 -> 7
+        if not (np.array_equal(expected[0] * 7 / 4, got[0]) and got[1] == 7.0):
+            return (
+                f"on TensorFlow {tf.__version__} it computes something other than the ordinary "
+                f"call ({got} where {expected[0] * 7 / 4} and 7.0 were due)."
+            )
+    except Exception as error:  # any internal that moved: the ordinary call is always there
+        return (
+            f"TensorFlow {tf.__version__} lacks an internal it reads ({type(error).__name__}: "
+            f"{error})."
+        )
+    return None

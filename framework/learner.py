@@ -1,23 +1,16 @@
 """The one update pipeline: loss -> gradients -> process -> apply -> target update, per group.
 
-Every gradient step of every agent goes through `Learner`. A call runs `k` gradient steps inside
-one compiled function (a `tf.while_loop` over a stack of `k` batches), because crossing into
-TensorFlow costs about as much as a whole small-network step. A step runs the learner's update
+Every gradient step of every agent goes through `Learner`. A step runs the learner's update
 groups in list order (TD3's critic is updated before its actor reads it), each on its own
-variables, optimizer and schedule (`every`). The step never writes summaries: it returns metric
-tensors, averaged over the `k` steps, and a small health vector that the loop reads to stop or
-count non-finite updates. Counters cross into their variables once per call, not once per
-step, and a stateless gradient processor runs outside the non-finite guard's branch: under XLA a
-variable write or a branch inside the loop costs more than a small step's arithmetic. For the
-same reason a call's inputs and outputs are few: the batch crosses in as one packed array
-(`framework/batch_packing.py`), and the metrics and the acting copy's weights come back as one
-vector each (`framework/packed_outputs.py`).
-Asynchronous workers (A3C) use the same pipeline split in two halves:
-`compute_gradients` on a worker's copy, `apply_gradients` on the global learner.
+variables, optimizer and schedule (`every`); `_update_group` is one group's step, top to bottom.
+The step never writes summaries: it returns metric tensors, averaged over the call's steps, and a
+small health vector that the loop reads to stop or count non-finite updates.
+How a call reaches TensorFlow (k steps per call, a packed batch, a direct call, an optimistic
+pass under XLA) is `framework/compiled_steps.py`'s business; A3C's split of the pipeline into a
+worker's and the global learner's halves is `framework/drivers/gradient_halves.py`'s.
 """
 
 import dataclasses
-import time
 from collections.abc import Callable, Sequence
 
 import gin
@@ -25,9 +18,7 @@ import keras
 import numpy as np
 import tensorflow as tf
 
-from framework.agent import HEALTH_FIELDS
-from framework.batch_packing import PackedBatch
-from framework.direct_call import DirectCall
+from framework.compiled_steps import StepCalls, direct_call_usable, repeat
 from framework.packed_outputs import FlatLayout, PackedMetrics
 from framework.parts import optimizers  # also registers the Keras optimizers with gin
 from framework.parts.gradient_processors import GradientProcessor, Identity
@@ -35,7 +26,6 @@ from framework.parts.target_updaters import NoUpdate, TargetUpdater
 
 Batch = dict[str, tf.Tensor]
 Metrics = dict[str, tf.Tensor]
-Gradients = list[list[tf.Tensor]]  # one list per group, in the order of its variables
 LossFn = Callable[[Batch], tuple[tf.Tensor, Metrics]]
 
 
@@ -73,7 +63,7 @@ class UpdateGroup:
         return f"{self.name}/" if self.name else ""
 
 
-@gin.configurable(allowlist=["jit_compile"])
+@gin.configurable(allowlist=["jit_compile", "direct_call"])
 class Learner(tf.Module):
     """Owns the optimizer steps of its update groups and, optionally, their target copies.
 
@@ -84,11 +74,15 @@ class Learner(tf.Module):
         CPU time with it against ~650 us without (2-core machine, one thread), for a one-time
         compile of a few seconds. Not for conv nets on CPU: XLA's CPU convolutions made a
         batch-32 Nature-CNN step 513 ms against 19 ms. The CartPole DQN configs turn it on.
+      direct_call: call the traced steps through TensorFlow's eager `execute`, ~100-200 us
+        less per call than the ordinary call, with the same results
+        (`framework/direct_call.py`); off by itself, with a warning, on a TensorFlow whose
+        internals it does not know.
       batch_spec: `tf.TensorSpec`s of the stacked batches `run` takes, leading axis first.
       publish: variables whose values after each `run` come back with it, as numpy arrays in
         `published`: an acting copy of the weights then costs no call of its own (~100-300 us).
       loss_state: variables the losses themselves change (a `tf.random.Generator`'s `state`),
-        restored with everything else when an optimistic call rolls back (see below).
+        restored with everything else when an optimistic call rolls back.
     """
 
     def __init__(
@@ -98,6 +92,7 @@ class Learner(tf.Module):
         batch_spec: dict[str, tf.TensorSpec] | None = None,
         publish: Sequence[tf.Variable] = (),
         loss_state: Sequence[tf.Variable] = (),
+        direct_call: bool = True,
     ):
         super().__init__(name="learner")
         groups = [groups] if isinstance(groups, UpdateGroup) else list(groups)
@@ -116,12 +111,14 @@ class Learner(tf.Module):
         # holds the optimizer slots and any accumulated gradients.
         self._optimizers = [group.optimizer for group in groups]
         self._gradient_processors = [group.gradient_processor for group in groups]
-        # A constant learning rate is a variable of the optimizer, so a checkpoint would bring
-        # back the old value over a newly configured one; `restored` puts the config's back.
+        # A constant learning rate is a variable of the optimizer, so a checkpoint brings back
+        # the old value over a newly configured one; `restored` (which the checkpoint store
+        # calls after every restore) puts the config's back.
         configured = [group.optimizer.get_config()["learning_rate"] for group in groups]
         self._constant_learning_rates = [
             rate if isinstance(rate, float) else None for rate in configured
         ]
+        self._schedules = [optimizers.schedule_of(group.optimizer) for group in groups]
         self._publish = list(publish)
         not_float32 = [_name(v) for v in self._publish if v.dtype != tf.float32]
         if not_float32:
@@ -129,90 +126,168 @@ class Learner(tf.Module):
         self._published_layout = FlatLayout(
             [str(i) for i in range(len(self._publish))], [v.shape for v in self._publish]
         )
-        # The metrics' layout in the vector each kind of call returns, recorded when traced.
-        self._metric_layouts: dict[str, FlatLayout] = {}
+        self._metric_layout: FlatLayout | None = None  # recorded when traced
         self._loss_state = list(loss_state)
         self._set_published(None)
         self.steps = tf.Variable(0, dtype=tf.int64, trainable=False, name="steps")
         self.applied_updates = tf.Variable(0, dtype=tf.int64, trainable=False, name="updates")
         # Per group: applies (the step its target updater counts) and target updates so far.
+        # (Their attribute names are their checkpoint keys.)
         self._group_updates = [
             tf.Variable(0, dtype=tf.int64, trainable=False, name="group_updates") for _ in groups
         ]
         self._target_updates = [
             tf.Variable(0, dtype=tf.int64, trainable=False, name="target_updates") for _ in groups
         ]
-        # With a spec (None for dimensions that vary, such as episode length) a step is traced
-        # once, and its batches cross into it as one array where they can (`PackedBatch`);
-        # without, on the first call and once more for varying shapes.
-        self._packing = (
-            PackedBatch(batch_spec)
-            if batch_spec is not None and PackedBatch.supports(batch_spec)
-            else None
-        )
-        unpack = (lambda batch: batch) if self._packing is None else self._packing.unpack
-        signature = None if batch_spec is None else [batch_spec]
-        if self._packing is not None:
-            signature = [self._packing.spec]
         self.jit_compile = jit_compile
-        # The learner's code calls tf.cond and tf.while_loop itself: tracing it without AutoGraph
-        # saves ~1 s of start-up. A loss with Python `if`/`for` over tensors gets a TensorFlow
-        # error that says so; decorate it with `tf.function`, which converts it.
-        # Under XLA a branch around each update costs ~20% of a 256x256 MLP step (its buffers
-        # cannot fuse across it), so there a call of several steps is optimistic: every step
-        # applies, and a call in which any step was non-finite rolls back and runs again
-        # guarded, branch and all. A single step would gain nothing (a branch either way), nor
-        # would a group whose processor decides when to release (`Accumulate`): it keeps its
-        # branch, so such learners are never optimistic.
-        self._optimistic = jit_compile and all(
+        self.batch_spec = batch_spec
+        self.direct_call = direct_call_usable(direct_call)
+        # A call of several steps under XLA applies every step and rolls back if one was
+        # non-finite (`StepCalls`). Not a group whose processor decides when to release
+        # (`Accumulate`): it keeps its branch, so such learners are never optimistic.
+        optimistic = jit_compile and all(
             _releases_every_step(group.gradient_processor, group.variables) for group in groups
         )
-        compile_options = dict(
-            jit_compile=jit_compile,
-            input_signature=signature,
-            reduce_retracing=signature is None,
-            autograph=False,
+        self.calls = StepCalls(
+            self._train_call,
+            self._state_variables,
+            batch_spec,
+            jit_compile,
+            optimistic,
+            self.direct_call,
         )
-        steps = {
-            "run": lambda b: self._run_steps(unpack(b), optimistic=False),
-            "run_optimistic": lambda b: self._run_steps(unpack(b), optimistic=True),
-            "compute": lambda b: self._compute_steps(unpack(b)),
-        }
-        self._functions = {
-            name: tf.function(function, **compile_options) for name, function in steps.items()
-        }
-        self._has_signature = signature is not None
-        self._traced: dict[str, Callable] = {}
-        self.first_call_seconds = 0.0  # of each compiled function: tracing and XLA included
-        self.first_call_steps = 0
-        gradient_spec = [
-            [tf.TensorSpec(v.shape, v.dtype) for v in group.variables] for group in groups
-        ]
-        self._apply_pushed = tf.function(
-            self._apply_gradients, jit_compile=jit_compile, input_signature=[gradient_spec]
-        )
-        self._direct_apply: DirectCall | None = None  # traced on the first push
 
-    def restored(self) -> None:
-        """Call after a checkpoint restore: each configured learning rate wins over the saved."""
-        for group, rate in zip(self.groups, self._constant_learning_rates, strict=True):
-            if rate is not None:
-                group.optimizer.learning_rate = rate
-
-    def run(self, batches: Batch) -> tuple[PackedMetrics, tf.Tensor]:
-        """Runs `k` gradient steps, one per batch stacked on the leading axis of every array.
+    def run(
+        self, batches: Batch, environment_steps: int | None = None
+    ) -> tuple[PackedMetrics, tf.Tensor]:
+        """Runs `k` gradient steps, one per batch stacked on the leading axis of every array;
+        `environment_steps`, where a learning-rate schedule counts them, is the run's count.
 
         Returns the metrics, per group averaged over the finite steps in which it ran (zero if
         it ran in none), read into Python only when looked at, and the health vector
         (`Health.from_tensor`).
         """
-        optimistic = self._optimistic and len(tf.nest.flatten(batches)[0]) > 1
-        metrics, health, published = self._call("run_optimistic" if optimistic else "run", batches)
-        if optimistic and health.numpy()[HEALTH_FIELDS.index("nonfinite_steps")] > 0:
-            # The optimistic pass rolled back: the same steps again, each one guarded.
-            metrics, health, published = self._call("run", batches)
+        self.set_environment_steps(environment_steps)
+        metrics, health, published = self.calls(batches)
         self._set_published(self._published_layout.split(published.numpy()))
-        return PackedMetrics(metrics, self._metric_layouts["train"]), health
+        return PackedMetrics(metrics, self._metric_layout), health
+
+    def _train_call(self, batches: Batch, optimistic: bool) -> tuple[tf.Tensor, ...]:
+        """Inside the compiled call: the steps, the counters written once, what comes back."""
+        first_step = self.steps.read_value() + 1
+
+        def step(batch, index, applies):
+            return self._step(batch, first_step + tf.cast(index, tf.int64), applies, optimistic)
+
+        applies = [count.read_value() for count in self.group_applies]
+        totals, applies = repeat(step, batches, applies, self._step_spec(batches))
+        self.steps.assign_add(tf.cast(tf.shape(tf.nest.flatten(batches)[0])[0], tf.int64))
+        self.applied_updates.assign_add(tf.cast(totals["health"][1], tf.int64))
+        for index, sums in enumerate(totals["groups"]):
+            self.group_applies[index].assign(applies[index])
+            self.target_updates[index].assign_add(tf.cast(sums["target_updates"], tf.int64))
+        metrics = averages(self.groups, totals["groups"])
+        for group, count in zip(self.groups, self.target_updates, strict=True):
+            if not isinstance(group.target_updater, NoUpdate):  # a count that is always 0
+                metrics[f"{group.prefix}target_updates"] = count.read_value()
+        health = tf.stack([*totals["health"], self.nonfinite_variables()])
+        self._metric_layout, metrics = FlatLayout.flatten(metrics)
+        published = self._published_layout.concat(self._publish)
+        return metrics, tf.cast(health, tf.int64), published
+
+    def _step(
+        self, batch: Batch, step: tf.Tensor, applies: list[tf.Tensor], optimistic: bool
+    ) -> tuple[dict, list[tf.Tensor]]:
+        """Learner step `step` (from 1): each group that is due, in order. Returns per-step
+        counts and each group's applies so far (its target updater's step)."""
+        outputs = []
+        for group, applied in zip(self.groups, applies, strict=True):
+
+            def update(group=group, applied=applied):
+                return self._update_group(group, batch, applied, optimistic)
+
+            due = tf.equal(step % group.every, 0) if group.every > 1 else None
+            outputs.append(update() if due is None else _when(due, update))
+        applies = [
+            count + tf.cast(output["applied"], tf.int64)
+            for count, output in zip(applies, outputs, strict=True)
+        ]
+        return {"groups": outputs, "health": step_health(outputs)}, applies
+
+    def _update_group(
+        self, group: UpdateGroup, batch: Batch, applies: tf.Tensor, optimistic: bool
+    ) -> dict:
+        """One group's gradient step: loss, gradients, processing, apply, target update.
+
+        A non-finite step reaches neither the optimizer nor a processor with state (an
+        accumulation keeps its good parts): the variables keep their last good values and the
+        caller decides whether to stop or carry on (see `Health.nonfinite_steps`). In an
+        optimistic call (`compiled_steps.StepCalls`) every step applies and a non-finite one
+        rolls the whole call back instead: under XLA the branch costs more than the arithmetic.
+        """
+        loss, extras, grads = loss_and_gradients(group, batch)
+        # A NaN or inf in any gradient makes the global norm NaN or inf: one test on a number
+        # the step needs anyway. (Gradients whose squares overflow count as non-finite too.)
+        grad_norm = tf.linalg.global_norm(grads)
+        finite = tf.logical_and(tf.math.is_finite(loss), tf.math.is_finite(grad_norm))
+        grads, release, processor_metrics = process(group, grads, finite)
+        learning_rate = tf.identity(group.optimizer.learning_rate)  # this step's, before it
+
+        def apply():
+            group.optimizer.apply(grads, group.variables)
+            return group.target_updater(group.online_variables, group.target_variables, applies + 1)
+
+        apply_now = release if optimistic else tf.logical_and(finite, release)
+        target_updated = _cond_or_run(apply_now, apply)
+        metrics = {"loss": loss, "grad_norm": grad_norm, "learning_rate": learning_rate}
+        return {
+            **step_outputs(finite, loss, {**metrics, **extras, **processor_metrics}),
+            "applied": tf.cast(apply_now, tf.float32),
+            "target_updates": tf.cast(target_updated, tf.float32),
+        }
+
+    def _step_spec(self, batches: Batch) -> dict:
+        """The structure `_step` returns, for `repeat`'s zero start."""
+        groups = [
+            {
+                **group_outputs_spec(group, batches, extra_metrics=("learning_rate",)),
+                "target_updates": tf.TensorSpec([], tf.float32),
+            }
+            for group in self.groups
+        ]
+        return {"groups": groups, "health": [tf.TensorSpec([], tf.float32)] * 4}
+
+    @property
+    def group_applies(self) -> list[tf.Variable]:
+        """Per group, its applies so far: the step its target updater counts."""
+        return self._group_updates
+
+    @property
+    def target_updates(self) -> list[tf.Variable]:
+        """Per group, its target updates so far."""
+        return self._target_updates
+
+    def set_environment_steps(self, environment_steps: int | None) -> None:
+        """The run's environment steps, for learning-rate schedules that count them."""
+        if environment_steps is None:
+            return
+        for schedule in self._schedules:
+            if schedule is not None and schedule.environment_steps is not None:
+                schedule.environment_steps.assign(environment_steps)
+
+    def schedules(self) -> list[str]:
+        """One line per learning-rate schedule of the groups, for the run's log."""
+        return [
+            f"{group.prefix}{schedule.describe()}"
+            for group, schedule in zip(self.groups, self._schedules, strict=True)
+            if schedule is not None
+        ]
+
+    def restored(self) -> None:
+        """After a checkpoint restore: each configured learning rate wins over the saved."""
+        for group, rate in zip(self.groups, self._constant_learning_rates, strict=True):
+            if rate is not None:
+                group.optimizer.learning_rate = rate
 
     @property
     def published(self) -> list[np.ndarray] | None:
@@ -224,311 +299,116 @@ class Learner(tf.Module):
         # ~150 us a call: these are copies, never saved.
         object.__setattr__(self, "_published", values)
 
-    def compute_gradients(
-        self, batches: Batch
-    ) -> tuple[Gradients, tf.Tensor, PackedMetrics, tf.Tensor]:
-        """A worker's half: `k` steps up to the processors, on this learner's variables.
-
-        Returns `(gradients, push_now, metrics, health)`: `push_now` is true when some group's
-        processor released its gradients (e.g. `Accumulate` on its last call); a group that
-        released nothing contributes zeros, which `apply_gradients` does not apply. Several
-        releases within one call add up. Nothing is applied here, so the metrics have no
-        learning rate or target updates: those are the global learner's.
-        """
-        gradients, push_now, metrics, health = self._call("compute", batches)
-        return gradients, push_now, PackedMetrics(metrics, self._metric_layouts["compute"]), health
-
-    def _call(self, name: str, batches: Batch):
-        """With a batch spec, calls the traced function directly, traced on the first call:
-        `tf.function`'s dispatch (matching the arguments against its traces) and a concrete
-        function's own call path cost ~200 us a call, more than a small network's whole step
-        (`framework/direct_call.py`)."""
-        function = self._functions[name]
-        if not self._has_signature:
-            return function(batches)
-        if self._packing is not None:
-            batches = self._packing.pack(batches)
-        if name in self._traced:
-            return self._traced[name](batches)
-        start = time.perf_counter()
-        self._traced[name] = DirectCall(function.get_concrete_function())
-        outputs = self._traced[name](batches)
-        self.first_call_seconds += time.perf_counter() - start
-        self.first_call_steps += len(tf.nest.flatten(batches)[0])
-        return outputs
-
-    def apply_gradients(self, gradients: Gradients) -> tf.Tensor:
-        """The global half: applies pushed gradients to this learner's variables; its health.
-
-        A group whose gradients are non-finite is not applied (counted in `nonfinite_steps`),
-        nor is one whose gradients are all zero (it pushed nothing). `gradient_steps` stays 0:
-        the worker's `compute_gradients` counted them.
-        """
-        if self._direct_apply is None:
-            self._direct_apply = DirectCall(self._apply_pushed.get_concrete_function())
-        return self._direct_apply(gradients)
-
     @property
     def tracing_count(self) -> int:
-        """How often the compiled functions were traced (tests check that it stays small)."""
-        functions = (*self._functions.values(), self._apply_pushed)
-        return sum(function.experimental_get_tracing_count() for function in functions)
+        """How often the compiled training calls were traced (tests check that it stays small)."""
+        return sum(call.tracing_count for call in self.calls.traced)
 
-    def _run_steps(
-        self, batches: Batch, optimistic: bool
-    ) -> tuple[tf.Tensor, tf.Tensor, tf.Tensor]:
-        state = self._state_variables() if optimistic else []
-        saved = [tf.identity(v) for v in state]  # a copy that the steps below do not touch
-        totals = self._steps(batches, train=True, optimistic=optimistic)
-        metrics = self._averages(totals)
-        for group, count in zip(self.groups, self._target_updates, strict=True):
-            if not isinstance(group.target_updater, NoUpdate):  # a count that is always 0
-                metrics[f"{group.prefix}target_updates"] = count.read_value()
-        health = tf.stack([*totals["health"], self._nonfinite_variables()])
-        self._metric_layouts["train"], metrics = FlatLayout.flatten(metrics)
-        published = self._published_layout.concat(self._publish)
-        if optimistic:  # a non-finite step applied: everything back as it was before the call
+    @property
+    def first_call_seconds(self) -> float:
+        """Each compiled call's first call: tracing and XLA included."""
+        return sum(call.first_call_seconds for call in self.calls.traced)
 
-            def roll_back():
-                for variable, value in zip(state, saved, strict=True):
-                    variable.assign(value)
-                return tf.constant(True)
-
-            nonfinite_steps = totals["health"][HEALTH_FIELDS.index("nonfinite_steps")]
-            tf.cond(nonfinite_steps > 0, roll_back, lambda: tf.constant(False))
-        return metrics, tf.cast(health, tf.int64), published
+    @property
+    def first_call_steps(self) -> int:
+        return sum(call.first_call_steps for call in self.calls.traced)
 
     def _state_variables(self) -> list[tf.Variable]:
         """Everything a training call writes: weights, targets, optimizer slots, counters, and
         what the losses change (`loss_state`)."""
-        variables = [self.steps, self.applied_updates, *self._group_updates, *self._target_updates]
+        variables = [self.steps, self.applied_updates, *self.group_applies, *self.target_updates]
         variables += self._loss_state
         for group in self.groups:
             variables += [*group.variables, *group.online_variables, *group.target_variables]
             variables += group.optimizer.variables
         return list({id(v): v for v in variables}.values())
 
-    def _compute_steps(self, batches: Batch) -> tuple[Gradients, tf.Tensor, tf.Tensor, tf.Tensor]:
-        totals = self._steps(batches, train=False)
-        gradients = [group["gradients"] for group in totals["groups"]]
-        push_now = tf.add_n([group["applied"] for group in totals["groups"]]) > 0
-        gradient_steps, _, nonfinite_steps, nonfinite_losses = totals["health"]
-        health = [gradient_steps, 0.0, nonfinite_steps, nonfinite_losses]
-        health = tf.stack([*health, self._nonfinite_variables()])
-        self._metric_layouts["compute"], metrics = FlatLayout.flatten(self._averages(totals))
-        return gradients, push_now, metrics, tf.cast(health, tf.int64)
-
-    def _apply_gradients(self, gradients: Gradients) -> tf.Tensor:
-        applied, nonfinite = [], []
-        for index, grads in enumerate(gradients):
-            finite = _all_finite(grads)
-            pushed = tf.reduce_any([tf.reduce_any(tf.not_equal(g, 0.0)) for g in grads])
-            apply_now = tf.logical_and(finite, pushed)
-            applies = self._group_updates[index]
-            updated = tf.cond(
-                apply_now,
-                lambda i=index, g=grads, n=applies: self._apply(i, g, n.read_value() + 1),
-                lambda: tf.constant(False),
-            )
-            applies.assign_add(tf.cast(apply_now, tf.int64))
-            self._target_updates[index].assign_add(tf.cast(updated, tf.int64))
-            applied.append(tf.cast(apply_now, tf.float32))
-            nonfinite.append(1.0 - tf.cast(finite, tf.float32))
-        self.applied_updates.assign_add(tf.cast(tf.add_n(applied), tf.int64))
-        health = [0.0, tf.add_n(applied), tf.reduce_max(nonfinite), 0.0]
-        return tf.cast(tf.stack([*health, self._nonfinite_variables()]), tf.int64)
-
-    def _steps(self, batches: Batch, train: bool, optimistic: bool = False) -> dict:
-        """Runs the steps over the stacked batches; the sums of what each step returns.
-
-        The counters (learner steps, each group's applies and target updates) travel through
-        the loop as tensors and are written to their variables once per call: a variable
-        write inside the loop costs more than the arithmetic of a small step.
-        """
-        leading = tf.nest.flatten(batches)[0]
-        first_step = self.steps.read_value() + 1
-        applies = [count.read_value() for count in self._group_updates]
-
-        def step_at(index, applies):
-            batch = tf.nest.map_structure(lambda x: x[index], batches)
-            step = first_step + tf.cast(index, tf.int64)
-            return self._step(batch, step, applies, train, optimistic)
-
-        if leading.shape[0] == 1:  # one step (on-policy): no loop needed
-            totals, applies = step_at(0, applies)
-        else:
-
-            def body(index, applies, totals):
-                outputs, applies = step_at(index, applies)
-                return index + 1, applies, tf.nest.map_structure(tf.add, totals, outputs)
-
-            zeros = tf.nest.map_structure(
-                lambda spec: tf.zeros(spec.shape, spec.dtype), self._totals_spec(batches, train)
-            )
-            num_steps = tf.shape(leading)[0]
-            _, applies, totals = tf.while_loop(
-                lambda index, *_: index < num_steps, body, (0, applies, zeros)
-            )
-        self.steps.assign_add(tf.cast(tf.shape(leading)[0], tf.int64))
-        if train:
-            self.applied_updates.assign_add(tf.cast(totals["health"][1], tf.int64))
-            for index, sums in enumerate(totals["groups"]):
-                self._group_updates[index].assign(applies[index])
-                self._target_updates[index].assign_add(tf.cast(sums["target_updates"], tf.int64))
-        return totals
-
-    def _totals_spec(self, batches: Batch, train: bool) -> dict:
-        """The structure `_step` returns, for the loop's zero start: the step's own keys, and
-        each loss's extras from a trace of the loss alone (its forward pass, nothing more)."""
-        batch = tf.nest.map_structure(lambda x: tf.TensorSpec(x.shape[1:], x.dtype), batches)
-        scalar = tf.TensorSpec([], tf.float32)
-        groups = []
-        for group in self.groups:
-            loss_fn = tf.function(group.loss_fn, autograph=False)
-            _, extras = loss_fn.get_concrete_function(batch).structured_outputs
-            names = ["loss", "grad_norm", *extras, *group.gradient_processor.metric_names]
-            spec = {
-                "metrics": {name: scalar for name in names},
-                **dict.fromkeys(("ran", "applied", "nonfinite", "nonfinite_loss"), scalar),
-            }
-            for name, value in extras.items():
-                spec["metrics"][name] = tf.TensorSpec(value.shape, tf.float32)
-            if train:
-                spec["metrics"]["learning_rate"] = scalar
-                spec["target_updates"] = scalar
-            else:
-                spec["gradients"] = [tf.TensorSpec(v.shape, v.dtype) for v in group.variables]
-            groups.append(spec)
-        return {"groups": groups, "health": [scalar] * 4}
-
-    def _averages(self, totals: dict) -> Metrics:
-        """Per group, over the finite steps in which it ran: a skipped step's NaNs would hide
-        all the others."""
-        metrics = {}
-        for group, sums in zip(self.groups, totals["groups"], strict=True):
-            count = tf.maximum(sums["ran"], 1.0)
-            metrics.update(
-                {group.prefix + key: value / count for key, value in sums["metrics"].items()}
-            )
-        return metrics
-
-    def _step(
-        self, batch: Batch, step: tf.Tensor, applies: list[tf.Tensor], train: bool, optimistic: bool
-    ) -> tuple[dict, list[tf.Tensor]]:
-        """Learner step `step` (from 1): each group that is due, in order. Returns per-step
-        counts and each group's applies so far (its target updater's step)."""
-        outputs = []
-        for index, group in enumerate(self.groups):
-
-            def run_group(index=index):
-                return self._group_step(index, batch, applies[index], train, optimistic)
-
-            if group.every == 1:
-                outputs.append(run_group())
-            else:
-                outputs.append(_when(tf.equal(step % group.every, 0), run_group))
-        health = [
-            tf.constant(1.0),  # a gradient step attempted
-            tf.add_n([output["applied"] for output in outputs]),
-            tf.reduce_max([output["nonfinite"] for output in outputs]),
-            tf.reduce_max([output["nonfinite_loss"] for output in outputs]),
-        ]
-        if train:
-            applies = [
-                count + tf.cast(output["applied"], tf.int64)
-                for count, output in zip(applies, outputs, strict=True)
-            ]
-        return {"groups": outputs, "health": health}, applies
-
-    def _group_step(
-        self, index: int, batch: Batch, applies: tf.Tensor, train: bool, optimistic: bool
-    ) -> dict:
-        group = self.groups[index]
-        with tf.GradientTape() as tape:
-            loss, extras = group.loss_fn(batch)
-        grads = tape.gradient(loss, group.variables)
-        missing = [_name(v) for v, g in zip(group.variables, grads, strict=True) if g is None]
-        if missing:
-            raise ValueError(f"The loss does not depend on these variables: {missing}.")
-        # A NaN or inf in any gradient makes the global norm NaN or inf: one test on a number
-        # the step needs anyway, not another pass over every gradient. (Gradients so large that
-        # their squares overflow count as non-finite too: no update could use them.)
-        grad_norm = tf.linalg.global_norm(grads)
-        finite = tf.logical_and(tf.math.is_finite(loss), tf.math.is_finite(grad_norm))
-        metrics = {"loss": loss, "grad_norm": grad_norm}
-        if train:
-            metrics["learning_rate"] = tf.identity(group.optimizer.learning_rate)  # this step's
-
-        # A non-finite step reaches neither the optimizer nor a processor with state (an
-        # accumulation keeps its good parts): the variables keep their last good values and the
-        # caller decides whether to stop or carry on (see `Health.nonfinite_steps`). A branch
-        # costs more than the arithmetic of a small step under XLA, so a stateless processor
-        # (clipping) runs outside it, and a step applies in one branch, not two.
-        processor = group.gradient_processor
-        if not train:
-
-            def process():
-                processed, release, processor_metrics = processor(grads, group.variables)
-                pushed = [tf.where(release, g, tf.zeros_like(g)) for g in processed]
-                return pushed, release, _as_metrics(processor_metrics)
-
-            def skip():
-                nothing = [tf.zeros_like(g) for g in grads]
-                return nothing, tf.constant(False), _zero_metrics(processor)
-
-            result, release, processor_metrics = tf.cond(finite, process, skip)
-        elif processor.variables:
-
-            def process_and_apply():
-                processed, release, processor_metrics = processor(grads, group.variables)
-                updated = tf.cond(
-                    release,
-                    lambda: self._apply(index, processed, applies + 1),
-                    lambda: tf.constant(False),
-                )
-                return updated, release, _as_metrics(processor_metrics)
-
-            def skip():
-                return tf.constant(False), tf.constant(False), _zero_metrics(processor)
-
-            result, release, processor_metrics = tf.cond(finite, process_and_apply, skip)
-        else:
-            processed, release, processor_metrics = processor(grads, group.variables)
-            if optimistic:  # `release` is True (`_releases_every_step`)
-                # Applied whatever `finite` says: a non-finite step rolls the call back (`run`).
-                result = self._apply(index, processed, applies + 1)
-            else:
-                release = tf.logical_and(finite, release)
-                result = tf.cond(
-                    release,
-                    lambda: self._apply(index, processed, applies + 1),
-                    lambda: tf.constant(False),
-                )
-        output = {"target_updates": tf.cast(result, tf.float32)} if train else {"gradients": result}
-        metrics = {**metrics, **extras, **processor_metrics}
-        return {
-            **output,
-            # A non-finite step counts in the health and adds nothing to the averages.
-            "metrics": {
-                k: tf.where(finite, tf.cast(v, tf.float32), 0.0) for k, v in metrics.items()
-            },
-            "ran": tf.cast(finite, tf.float32),
-            "applied": tf.cast(release, tf.float32),
-            "nonfinite": 1.0 - tf.cast(finite, tf.float32),
-            "nonfinite_loss": 1.0 - tf.cast(tf.math.is_finite(loss), tf.float32),
-        }
-
-    def _apply(self, index: int, grads: list[tf.Tensor], step: tf.Tensor) -> tf.Tensor:
-        """Applies one group's gradients; `step` is this apply's number for its target updater
-        (from 1). Whether the target was updated."""
-        group = self.groups[index]
-        group.optimizer.apply(grads, group.variables)
-        return group.target_updater(group.online_variables, group.target_variables, step)
-
-    def _nonfinite_variables(self) -> tf.Tensor:
+    def nonfinite_variables(self) -> tf.Tensor:
         """1.0 when a finite update still overflowed a variable (caught before any save)."""
         variables = {id(v): v for group in self.groups for v in group.variables}
-        return 1.0 - tf.cast(_all_finite(list(variables.values())), tf.float32)
+        return 1.0 - tf.cast(all_finite(list(variables.values())), tf.float32)
+
+
+def loss_and_gradients(
+    group: UpdateGroup, batch: Batch
+) -> tuple[tf.Tensor, Metrics, list[tf.Tensor]]:
+    """The group's loss on `batch`, the loss function's own metrics, and the gradients."""
+    with tf.GradientTape() as tape:
+        loss, extras = group.loss_fn(batch)
+    grads = tape.gradient(loss, group.variables)
+    missing = [_name(v) for v, g in zip(group.variables, grads, strict=True) if g is None]
+    if missing:
+        raise ValueError(f"The loss does not depend on these variables: {missing}.")
+    return loss, extras, grads
+
+
+def process(
+    group: UpdateGroup, grads: list[tf.Tensor], finite: tf.Tensor
+) -> tuple[list[tf.Tensor], tf.Tensor, Metrics]:
+    """The group's gradient processor: (processed gradients, whether it releases them now, its
+    metrics). One with state (an accumulation) sees finite gradients only; a stateless one
+    (clipping) runs outside that branch, which under XLA costs more than it would save."""
+    processor = group.gradient_processor
+
+    def run():
+        processed, release, metrics = processor(grads, group.variables)
+        return processed, release, {k: tf.cast(v, tf.float32) for k, v in metrics.items()}
+
+    if not processor.variables:
+        return run()
+    zeros = {name: tf.constant(0.0) for name in processor.metric_names}
+    return tf.cond(finite, run, lambda: (grads, tf.constant(False), zeros))
+
+
+def step_outputs(finite: tf.Tensor, loss: tf.Tensor, metrics: Metrics) -> dict:
+    """What every group's step reports: a non-finite step counts in the health and adds nothing
+    to the averages (its NaNs would hide every other step's values)."""
+    return {
+        "metrics": {k: tf.where(finite, tf.cast(v, tf.float32), 0.0) for k, v in metrics.items()},
+        "ran": tf.cast(finite, tf.float32),
+        "nonfinite": 1.0 - tf.cast(finite, tf.float32),
+        "nonfinite_loss": 1.0 - tf.cast(tf.math.is_finite(loss), tf.float32),
+    }
+
+
+def step_health(outputs: Sequence[dict]) -> list[tf.Tensor]:
+    """One step's health from its groups' outputs, in `HEALTH_FIELDS` order (the last field,
+    non-finite variables, is the call's)."""
+    return [
+        tf.constant(1.0),  # a gradient step attempted
+        tf.add_n([output["applied"] for output in outputs]),
+        tf.reduce_max([output["nonfinite"] for output in outputs]),
+        tf.reduce_max([output["nonfinite_loss"] for output in outputs]),
+    ]
+
+
+def group_outputs_spec(
+    group: UpdateGroup, batches: Batch, extra_metrics: Sequence[str] = ()
+) -> dict:
+    """The structure of `step_outputs` plus `applied` for `group`: its metric names come from a
+    trace of the loss alone (its forward pass, nothing more)."""
+    batch = tf.nest.map_structure(lambda x: tf.TensorSpec(x.shape[1:], x.dtype), batches)
+    _, extras = (
+        tf.function(group.loss_fn, autograph=False).get_concrete_function(batch).structured_outputs
+    )
+    scalar = tf.TensorSpec([], tf.float32)
+    metrics = dict.fromkeys(
+        ["loss", "grad_norm", *extra_metrics, *group.gradient_processor.metric_names], scalar
+    )
+    metrics.update({name: tf.TensorSpec(value.shape, tf.float32) for name, value in extras.items()})
+    spec = dict.fromkeys(("ran", "applied", "nonfinite", "nonfinite_loss"), scalar)
+    return {"metrics": metrics, **spec}
+
+
+def averages(groups: Sequence[UpdateGroup], totals: Sequence[dict]) -> Metrics:
+    """Per group, over the finite steps in which it ran."""
+    metrics = {}
+    for group, sums in zip(groups, totals, strict=True):
+        count = tf.maximum(sums["ran"], 1.0)
+        metrics.update(
+            {group.prefix + key: value / count for key, value in sums["metrics"].items()}
+        )
+    return metrics
 
 
 def copy_variables(source: Sequence[tf.Variable], destination: Sequence[tf.Variable]) -> None:
@@ -564,13 +444,13 @@ def _when(due: tf.Tensor, fn: Callable[[], dict]) -> dict:
     return tf.cond(due, run, skip)
 
 
-def _as_metrics(metrics: Metrics) -> Metrics:
-    return {name: tf.cast(value, tf.float32) for name, value in metrics.items()}
-
-
-def _zero_metrics(processor: GradientProcessor) -> Metrics:
-    """What a processor reports for a step it did not see."""
-    return {name: tf.constant(0.0) for name in processor.metric_names}
+def _cond_or_run(predicate: tf.Tensor, fn: Callable[[], tf.Tensor]) -> tf.Tensor:
+    """`fn()` where `predicate`, else False; no branch where `predicate` is known to be True
+    when traced (an optimistic call)."""
+    known = tf.get_static_value(predicate)
+    if known is not None and bool(known):
+        return fn()
+    return tf.cond(predicate, fn, lambda: tf.constant(False))
 
 
 def _releases_every_step(processor: GradientProcessor, variables: Sequence[tf.Variable]) -> bool:
@@ -583,7 +463,7 @@ def _releases_every_step(processor: GradientProcessor, variables: Sequence[tf.Va
     return release is not None and bool(release)
 
 
-def _all_finite(tensors: Sequence[tf.Tensor]) -> tf.Tensor:
+def all_finite(tensors: Sequence[tf.Tensor]) -> tf.Tensor:
     return tf.reduce_all([tf.reduce_all(tf.math.is_finite(x)) for x in tensors])
 
 

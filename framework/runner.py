@@ -1,8 +1,9 @@
 """The one scheduler: train, evaluate, log, checkpoint and stop at their cadences, over a driver.
 
 Every algorithm trains under this runner; what moves training forward between two cadence
-points is a driver (`Runner.driver`): the synchronous one (a vector env and `agent.update()`,
-the default) or the asynchronous one (workers pushing gradients to global networks).
+points is a driver (`Runner.driver`): the synchronous one (a vector env and
+`agent.update(env_steps)`, the default) or the asynchronous one (workers pushing gradients to
+global networks).
 
 Every count is in transitions summed over the sub-environments, and a cadence fires at the
 first step that crosses its next multiple, so a config logs, evaluates and checkpoints at the
@@ -30,7 +31,6 @@ from framework.drivers import asynchronous  # noqa: F401  (registers the driver 
 from framework.drivers.driver import AgentFactory, Driver, Seeds
 from framework.drivers.synchronous import SynchronousDriver
 from framework.loop import EndedEpisodes
-from framework.parts import optimizers
 from framework.parts.environments import make_env
 from framework.run_directory import RunDirectory
 from framework.seeding import (
@@ -157,7 +157,6 @@ class Runner:
         seed_everything(seed)
         agent_seed, env_seed, self._eval_seed, reset_seed = derived_seeds(seed, 4)
         self.eval_env = env_factory()
-        schedules_before = len(optimizers.schedules_built())
         try:
             self.driver = driver(
                 agent, env_factory, num_envs, Seeds(agent_seed, env_seed, reset_seed)
@@ -165,7 +164,6 @@ class Runner:
         except Exception:
             self.eval_env.close()
             raise
-        self.schedules = optimizers.schedules_built()[schedules_before:]
         try:
             self.driver.evaluate_with(self.eval_env)
         except ValueError:
@@ -330,11 +328,12 @@ class Runner:
                 2 * self.num_steps,
             )
             return self.eval_returns
-        for schedule in self.schedules:
-            logging.info("Learning rate (train/learning_rate): %s.", schedule.describe())
+        schedules = self.agent.schedules()
+        for schedule in schedules:
+            logging.info("Learning rate (train/learning_rate): %s.", schedule)
         texts = {**(texts or {}), **self.driver.texts()}
-        if self.schedules:
-            texts["learning_rate_schedule"] = "\n\n".join(s.describe() for s in self.schedules)
+        if schedules:
+            texts["learning_rate_schedule"] = "\n\n".join(schedules)
         writers = self.run_directory.open_writers(self.restored_step, texts, hparams)
         try:
             start = time.perf_counter()

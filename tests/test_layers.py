@@ -31,7 +31,7 @@ FRAMEWORK_LAYERS = [
     },
     {"framework.agent"},
     {"framework.parts"},  # and every framework.parts.* module
-    {"framework.learner", "framework.loop", "framework.evaluation"},
+    {"framework.compiled_steps", "framework.learner", "framework.loop", "framework.evaluation"},
     {"framework.drivers"},  # what the runner drives: they know no files
     {"framework.checkpointing", "framework.summaries", "framework.run_directory"},
     {"framework.runner"},

@@ -7,9 +7,9 @@ whose gradient processor decides when to push, e.g. `Accumulate(k)`) with its ow
 environment. Any agent with a `Rollout` (`rollout`), a `learner`, the variables a worker pulls
 (`shared_variables`), `weights_changed()` and `describe()` serves: `NStepQAgent` pulls its
 target network too, which the global learner's target updater moves as pushes are applied.
-`work()` runs n-step rollouts and `compute_gradients` on each until the processor releases
+`work()` runs n-step rollouts and `WorkerGradients` on each until the processor releases
 their (summed, maybe clipped) gradients: that is one push. The driver applies each push with
-the global optimizer (`apply_gradients`, the same non-finite guard as every update), then the
+the global optimizer (`GlobalApply`, the same non-finite guard as every update), then the
 worker copies the global parameters back before its next rollout. Staleness is the number of
 global updates between a worker's pull and its push.
 
@@ -40,9 +40,10 @@ from framework import config
 from framework.agent import Health, State
 from framework.drivers import backends
 from framework.drivers.driver import AgentFactory, Driver, Progress, Seeds
+from framework.drivers.gradient_halves import GlobalApply
 from framework.drivers.worker import Worker
 from framework.loop import EndedEpisodes
-from framework.parts import optimizers, wrappers
+from framework.parts import wrappers
 from framework.parts.gradient_processors import Identity
 from framework.seeding import derived_seeds
 from framework.validation import require_positive
@@ -122,7 +123,7 @@ class AsynchronousDriver(Driver):
             gradient_processor=Identity(),  # the workers' processors made the push
         )
         probe.close()
-        self._environment_steps = optimizers.environment_steps()  # read by schedules, or None
+        self._apply_gradients = GlobalApply(self.agent.learner)
         arguments = [
             (index, worker_seed, env_factory, envs_per_worker, agent)
             for index, worker_seed in enumerate(derived_seeds(seeds.env, num_workers))
@@ -188,9 +189,7 @@ class AsynchronousDriver(Driver):
         """One push: the global optimizer applies the worker's gradients."""
         counters, interval = self.counters, self._interval
         staleness = counters.global_updates - counters.pulled_at[index]
-        if self._environment_steps is not None:  # read by learning-rate schedules
-            self._environment_steps.assign(env_steps)
-        health = Health.from_tensor(self.agent.learner.apply_gradients(result.gradients))
+        health = Health.from_tensor(self._apply_gradients(result.gradients, env_steps))
         counters.global_updates += 1
         interval["pushes"] += 1
         interval["staleness_sum"] += staleness

@@ -9,7 +9,7 @@ worker pulls before its next `work`:
   - `RoundRobin`: one after the other in a fixed order, in the driver's thread. Deterministic:
     the same seed gives the same weights, bitwise, and a resumed run continues exactly.
   - `Threads` (the default): one thread per worker in this process. TensorFlow releases the
-    GIL inside its ops, where a worker spends most of its time (a `compute_gradients` call,
+    GIL inside its ops, where a worker spends most of its time (a `WorkerGradients` call,
     ~0.8-2 ms here, against ~35 us of Python per CartPole step), a pull copies the global
     variables in one compiled call, and nothing is pickled or started. On 2 cores threads,
     processes and Ray actors all reach about the same speed, since the cores are the limit;

@@ -1,5 +1,6 @@
 """The synchronous driver: one vector environment stepped with the agent, which updates itself
-in the same thread after every vector step (`agent.update()`: zero or more learner calls)."""
+in the same thread after every vector step (`agent.update(env_steps)`: zero or more learner
+calls)."""
 
 import time
 from collections.abc import Callable
@@ -10,7 +11,7 @@ import gymnasium as gym
 from framework.agent import Health, Metrics, State
 from framework.drivers.driver import AgentFactory, Driver, Progress, Seeds
 from framework.loop import EnvironmentLoop, make_vector_env
-from framework.parts import optimizers, wrappers
+from framework.parts import wrappers
 
 
 @gin.configurable(denylist=["agent", "env_factory", "num_envs", "seeds"])
@@ -29,7 +30,6 @@ class SynchronousDriver(Driver):
         # Normalisation statistics: one set for all sub-environments, before they first reset.
         self._statistics = wrappers.share_statistics(getattr(envs, "envs", []))
         self.agent = agent(envs.single_observation_space, envs.single_action_space, seeds.agent)
-        self._environment_steps = optimizers.environment_steps()  # None: no schedule reads it
         # Seeded once; every later reset draws from the sub-environments' own generators,
         # whose states each checkpoint saves.
         self.loop = EnvironmentLoop(envs, self.agent)
@@ -47,9 +47,7 @@ class SynchronousDriver(Driver):
             if ended is not None:
                 episodes.append((env_steps, ended))
             start = clock()
-            if self._environment_steps is not None:  # read by learning-rate schedules
-                self._environment_steps.assign(env_steps)
-            metrics, update = agent.update()
+            metrics, update = agent.update(env_steps)
             self._learner_seconds += clock() - start
             if update.gradient_steps:
                 health, last_update = health + update, update

@@ -23,14 +23,6 @@ for _optimizer in (keras.optimizers.Adam, keras.optimizers.RMSprop, keras.optimi
 ENVIRONMENT_STEPS = "environment_steps"
 UPDATES = "updates"
 _UNITS = (ENVIRONMENT_STEPS, UPDATES)
-_environment_steps: tf.Variable | None = None  # created by the first schedule that needs it
-_built: list["Schedule"] = []  # every schedule built in this process, for the run's log
-
-
-def schedules_built() -> list["Schedule"]:
-    """Every schedule built so far in this process, oldest first (the runner logs the ones its
-    agent built)."""
-    return list(_built)
 
 
 def check_learning_rate(optimizer: keras.optimizers.Optimizer) -> None:
@@ -42,32 +34,34 @@ def check_learning_rate(optimizer: keras.optimizers.Optimizer) -> None:
         )
 
 
-def environment_steps() -> tf.Variable | None:
-    """The environment-step count that schedules read; None when no schedule counts them.
-
-    The runner sets it before each update, and only when it exists, so runs without such a
-    schedule pay nothing for it.
-    """
-    return _environment_steps
+def schedule_of(optimizer: keras.optimizers.Optimizer) -> "Schedule | None":
+    """The optimizer's learning-rate schedule, if it follows one of ours. (Keras keeps it in
+    `_learning_rate`: its public `learning_rate` is the current value.)"""
+    rate = getattr(optimizer, "_learning_rate", None)
+    return rate if isinstance(rate, Schedule) else None
 
 
 class Schedule(keras.optimizers.schedules.LearningRateSchedule, abc.ABC):
     """A learning rate as a function of environment steps or applied updates."""
 
     def __init__(self, unit: str):
-        global _environment_steps
         if unit not in _UNITS:
             raise ValueError(
                 f"{type(self).__name__}.unit must be one of {list(_UNITS)}, got {unit!r}."
             )
         self.unit = unit
-        _built.append(self)
-        if unit == ENVIRONMENT_STEPS and _environment_steps is None:
-            _environment_steps = tf.Variable(0, dtype=tf.int64, trainable=False, name="env_steps")
+        # The run's environment steps, set by the learner whose optimizer follows this
+        # schedule before each call (`Learner.run(batches, environment_steps)`). Not saved:
+        # it is set again before the first update after a resume.
+        self.environment_steps = (
+            tf.Variable(0, dtype=tf.int64, trainable=False, name="environment_steps")
+            if unit == ENVIRONMENT_STEPS
+            else None
+        )
 
     def __call__(self, iterations: tf.Tensor) -> tf.Tensor:
         """`iterations` is the optimizer's count of applied updates."""
-        step = iterations if self.unit == UPDATES else _environment_steps.read_value()
+        step = iterations if self.environment_steps is None else self.environment_steps
         return self.rate(tf.cast(step, tf.float32))
 
     @abc.abstractmethod

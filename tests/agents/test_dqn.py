@@ -55,7 +55,7 @@ def test_loss_gives_zero_gradient_to_target_network_and_nonzero_to_online():
 
 def test_acting_path_matches_the_network():
     agent = _agent_with_replay(learning_starts=100, train_freq=100, gradient_steps=4)
-    agent.update()  # changes the weights; the numpy copy must follow
+    agent.update(agent.steps)  # changes the weights; the numpy copy must follow
     observations = np.random.default_rng(1).normal(size=(8, 4)).astype(np.float32)
     greedy = agent.act(observations, explore=False)  # one batched call for all 8
     np.testing.assert_array_equal(greedy, np.argmax(agent.online(observations).numpy(), axis=-1))
@@ -64,10 +64,10 @@ def test_acting_path_matches_the_network():
 def test_training_is_due_every_train_freq_steps_after_warmup():
     agent = _agent_with_replay(learning_starts=100, train_freq=50, gradient_steps=3)
     # Multiples of 50 crossed in 200 steps, from 100 on: 100, 150, 200 -> 3 calls' worth.
-    _, health = agent.update()
+    _, health = agent.update(agent.steps)
     assert health.applied_updates == 9
     agent.observe(_one_step(np.zeros(4, np.float32), 0, 1.0))  # step 201: nothing due
-    assert agent.update()[1].gradient_steps == 0
+    assert agent.update(agent.steps)[1].gradient_steps == 0
 
 
 def test_a_vector_step_crossing_several_train_freq_multiples_trains_for_each():
@@ -77,7 +77,7 @@ def test_a_vector_step_crossing_several_train_freq_multiples_trains_for_each():
     agent = _agent_with_replay(
         num_envs=4, steps=8, learning_starts=0, train_freq=2, gradient_steps=3
     )
-    agent.update()  # trains for what the first 8 transitions made due
+    agent.update(agent.steps)  # trains for what the first 8 transitions made due
     agent.observe(
         VectorStep(
             np.zeros((4, 4), np.float32),
@@ -88,7 +88,7 @@ def test_a_vector_step_crossing_several_train_freq_multiples_trains_for_each():
             np.zeros(4, bool),
         )
     )
-    assert agent.update()[1].gradient_steps == 6
+    assert agent.update(agent.steps)[1].gradient_steps == 6
 
 
 @pytest.mark.parametrize("num_envs", [1, 4])
@@ -187,8 +187,8 @@ def test_checkpoint_replay_false_leaves_the_replay_out_and_resumes_empty():
 
 def test_acting_copy_follows_the_learner_after_an_update():
     agent = _agent_with_replay(learning_starts=100, train_freq=100, gradient_steps=4)
-    agent.update()  # 200 steps: two calls due
+    agent.update(agent.steps)  # 200 steps: two calls due
     observations = np.random.default_rng(0).normal(size=(5, 4)).astype(np.float32)
     np.testing.assert_allclose(
-        agent._q_values(observations), agent.online(observations).numpy(), rtol=1e-5, atol=1e-6
+        agent.acting(observations), agent.online(observations).numpy(), rtol=1e-5, atol=1e-6
     )

@@ -165,9 +165,10 @@ def test_a_part_in_full_shows_its_parameters_with_the_right_defaults():
 
 
 def test_only_what_gin_lets_a_config_bind_is_shown():
-    assert [p.name for p in parts.find("Learner").parameters] == ["jit_compile"]  # allowlist
+    learner = parts.find("Learner").parameters  # the allowlist
+    assert [p.name for p in learner] == ["jit_compile", "direct_call"]
     shown = parts.describe("Learner").split("\nParameters ")[1].split("\n\n")[0]
-    assert re.findall(r"^  (\w+)(?::[^=\n]*)? = ", shown, re.M) == ["jit_compile"]
+    assert re.findall(r"^  (\w+)(?::[^=\n]*)? = ", shown, re.M) == ["jit_compile", "direct_call"]
     assert "base_dir" not in defaults("Runner")  # denylist
     for agent in ("DQNAgent", "ReinforceAgent"):  # the runner passes these
         assert not {"observation_space", "action_space", "seed"} & set(defaults(agent))

@@ -11,6 +11,8 @@ import pytest
 import tensorflow as tf
 
 from framework.agent import HEALTH_FIELDS, Health
+from framework.checkpointing import CheckpointStore
+from framework.drivers.gradient_halves import GlobalApply, WorkerGradients
 from framework.learner import Learner, UpdateGroup, copy_variables
 from framework.parts.gradient_processors import Accumulate, Chain, ClipByGlobalNorm
 from framework.parts.target_updaters import HardUpdate, SoftUpdate
@@ -228,19 +230,25 @@ def test_unused_variable_raises_naming_it(make_variable):
 
 
 def test_configured_learning_rate_wins_over_a_restored_one(tmp_path):
-    # A constant learning rate is an optimizer variable: restoring a checkpoint brings the old
-    # value back over a newly configured one unless the learner puts the config's back.
+    # A constant learning rate is an optimizer variable: a plain restore brings the old value
+    # back over a newly configured one; the checkpoint store puts the config's back, for a
+    # learner anywhere in the state, without its owner doing anything.
     w = tf.Variable(1.0)
     saved = _linear_learner(w, optimizer=keras.optimizers.SGD(learning_rate=0.5))
     saved.run(_batches([X], [Y]))
     path = tf.train.Checkpoint(learner=saved).save(str(tmp_path / "ckpt"))
+    store = CheckpointStore(str(tmp_path / "store"), str(tmp_path / "damaged"))
+    store.save(1, {"agent": {"learner": saved}})
+
     resumed = _linear_learner(w, optimizer=keras.optimizers.SGD(learning_rate=0.1))
     tf.train.Checkpoint(learner=resumed).restore(path)
-    optimizer = resumed.groups[0].optimizer
-    assert float(optimizer.learning_rate) == pytest.approx(0.5)
+    assert float(resumed.groups[0].optimizer.learning_rate) == pytest.approx(0.5)
     assert int(resumed.steps.numpy()) == 1  # the step count (which drives `every`) is saved
-    resumed.restored()
-    assert float(optimizer.learning_rate) == pytest.approx(0.1)
+
+    resumed = _linear_learner(w, optimizer=keras.optimizers.SGD(learning_rate=0.1))
+    assert store.restore_latest({"agent": {"learner": resumed}})[0] == 1
+    assert float(resumed.groups[0].optimizer.learning_rate) == pytest.approx(0.1)
+    assert int(resumed.steps.numpy()) == 1
 
 
 def _two_groups():
@@ -303,19 +311,20 @@ def test_worker_accumulates_pushes_and_pulls_the_global_weights():
     global_learner = _linear_learner(w_global)  # SGD, lr 0.1
     worker = _linear_learner(w_local, gradient_processor=Accumulate(steps=2))
 
+    compute_gradients, apply_gradients = WorkerGradients(worker), GlobalApply(global_learner)
     # Gradients at w = 2 (as in the accumulate test above): g1 = 7, then g2 = 2.
-    gradients, push_now, metrics, health = worker.compute_gradients(_batches([X], [Y]))
+    gradients, push_now, metrics, health = compute_gradients(_batches([X], [Y]))
     assert not bool(push_now)
     np.testing.assert_allclose(gradients[0][0], 0.0)  # held back by the accumulator
     np.testing.assert_allclose(metrics["loss"], 5.0, rtol=1e-6)
     assert Health.from_tensor(health) == Health(gradient_steps=1)
-    gradients, push_now, _, _ = worker.compute_gradients(_batches([[0.0, 1.0]], [[0.0, 0.0]]))
+    gradients, push_now, _, _ = compute_gradients(_batches([[0.0, 1.0]], [[0.0, 0.0]]))
     assert bool(push_now)
     np.testing.assert_allclose(gradients[0][0], 7.0 + 2.0, rtol=1e-6)
     assert float(w_local.numpy()) == 2.0  # the worker applies nothing
 
     # The global learner applies the pushed sum: 2 - 0.1 * 9 = 1.1.
-    health = Health.from_tensor(global_learner.apply_gradients(gradients))
+    health = Health.from_tensor(apply_gradients(gradients, environment_steps=0))
     np.testing.assert_allclose(w_global.numpy(), 1.1, rtol=1e-6)
     assert health == Health(applied_updates=1)
     copy_variables([w_global], [w_local])
@@ -324,16 +333,16 @@ def test_worker_accumulates_pushes_and_pulls_the_global_weights():
 
 def test_apply_gradients_skips_nonfinite_and_empty_pushes():
     w = tf.Variable(2.0)
-    learner = _linear_learner(w)
-    health = Health.from_tensor(learner.apply_gradients([[tf.constant(np.nan)]]))
+    apply_gradients = GlobalApply(_linear_learner(w))
+    health = Health.from_tensor(apply_gradients([[tf.constant(np.nan)]], environment_steps=0))
     assert float(w.numpy()) == 2.0
     assert health == Health(nonfinite_steps=1)
-    health = Health.from_tensor(learner.apply_gradients([[tf.constant(0.0)]]))  # pushed nothing
+    health = Health.from_tensor(apply_gradients([[tf.constant(0.0)]], 0))  # pushed nothing
     assert health.applied_updates == 0
-    health = Health.from_tensor(learner.apply_gradients([[tf.constant(7.0)]]))
+    health = Health.from_tensor(apply_gradients([[tf.constant(7.0)]], 0))
     np.testing.assert_allclose(w.numpy(), 2.0 - 0.1 * 7.0, rtol=1e-6)
     assert health.applied_updates == 1
-    assert learner.tracing_count == 1  # one trace for all three pushes
+    assert apply_gradients.function.experimental_get_tracing_count() == 1  # one for all three
 
 
 def test_copy_variables_checks_shapes():

@@ -42,7 +42,7 @@ class _Recorder(Agent):
         self.steps.append(step)
         self.replay.add(step)
 
-    def update(self):
+    def update(self, env_steps):
         raise NotImplementedError
 
     def interrupt_episodes(self):

@@ -61,8 +61,9 @@ def test_a_learner_call_returns_three_tensors_however_many_metrics_and_weights()
     )
     batch = {"x": np.random.default_rng(0).normal(size=(2, 5, 3)).astype(np.float32)}
     metrics, _ = learner.run(batch)
-    (traced,) = learner._traced.values()
-    assert len(tf.nest.flatten(traced.function.structured_outputs)) == 3  # metrics, health, weights
+    (traced,) = learner.calls.traced
+    outputs = traced.function.get_concrete_function().structured_outputs
+    assert len(tf.nest.flatten(outputs)) == 3  # metrics, health, weights
     assert len(metrics) == 2 + 6 + 1  # loss, grad_norm, the extras, learning_rate
     np.testing.assert_allclose(metrics["metric_3"], 3 * metrics["metric_1"], rtol=1e-6)
     for published, variable in zip(learner.published, model.weights, strict=True):

@@ -44,7 +44,7 @@ class ScriptedAgent(Agent):
     def observe(self, step: VectorStep) -> None:
         self.steps += step.num_envs
 
-    def update(self):
+    def update(self, env_steps):
         if self.steps % (2 * 3):  # every other vector step of 3 sub-environments
             return {}, Health()
         self.updates += 1

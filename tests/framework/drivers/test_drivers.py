@@ -3,12 +3,10 @@ and a state that round-trips through the checkpoint store bitwise (and, where th
 deterministic, continues exactly as the driver it was saved from)."""
 
 import functools
-import os
 
 import gymnasium as gym
 import numpy as np
 import pytest
-import tensorflow as tf
 
 from agents.a2c import A2CAgent
 from agents.dqn import DQNAgent
@@ -18,6 +16,7 @@ from framework.drivers.asynchronous import AsynchronousDriver
 from framework.drivers.driver import Driver, Seeds
 from framework.drivers.synchronous import SynchronousDriver
 from framework.parts.environments import make_env
+from tests.checkpoint_contents import assert_same_contents, saved_contents
 
 CARTPOLE = functools.partial(make_env, "CartPole-v1", max_episode_steps=30)
 SEEDS = Seeds(agent=11, env=12, reset=13)
@@ -82,44 +81,6 @@ def _never() -> bool:
     return False
 
 
-def _saved(state: dict, folder) -> dict:
-    """All the checkpoint store writes of `state`: each variable's value, each array, each JSON
-    value, by key path."""
-    store = CheckpointStore(str(folder), str(folder / "damaged"))
-    store.save(1, state)
-    prefix = os.path.join(str(folder), "ckpt-1")
-    reader = tf.train.load_checkpoint(prefix)
-    saved = {
-        key: reader.get_tensor(key)
-        for key in reader.get_variable_to_shape_map()
-        if key != "_CHECKPOINTABLE_OBJECT_GRAPH"
-    }
-    _, loaded = store.restore_latest(state)  # arrays and JSON values, as the store reads them
-    saved.update(
-        (path, value) for path, value in _leaves(loaded) if not hasattr(value, "variables")
-    )
-    return saved
-
-
-def _leaves(node, path: str = ""):
-    """(key path, leaf) of a nested state; a list of plain values is one leaf."""
-    if isinstance(node, dict):
-        children = node.items()
-    elif isinstance(node, list) and any(isinstance(x, dict | list | np.ndarray) for x in node):
-        children = enumerate(node)
-    else:
-        yield path, node
-        return
-    for key, child in children:
-        yield from _leaves(child, f"{path}/{key}")
-
-
-def _assert_same(a: dict, b: dict) -> None:
-    assert a.keys() == b.keys()
-    for key in a:
-        np.testing.assert_array_equal(a[key], b[key], err_msg=key)
-
-
 def test_advance_reaches_the_first_count_at_or_past_until(case):
     new, unit, _ = case
     driver = new()
@@ -156,20 +117,20 @@ def test_state_round_trips_through_the_checkpoint_store(case, tmp_path):
     store = CheckpointStore(str(tmp_path / "store"), str(tmp_path / "store" / "damaged"))
     store.save(reached, saved.state())
     restored = new()
-    before = _saved(restored.state(), tmp_path / "before")
+    before = saved_contents(restored.state(), tmp_path / "before")
     step, state = store.restore_latest(restored.state())
     assert step == reached and restored.load_state(state, step) == deterministic
-    expected = _saved(saved.state(), tmp_path / "expected")
-    _assert_same(_saved(restored.state(), tmp_path / "restored"), expected)
+    expected = saved_contents(saved.state(), tmp_path / "expected")
+    assert_same_contents(saved_contents(restored.state(), tmp_path / "restored"), expected)
     with pytest.raises(AssertionError):  # a check that can fail: training moved the weights
-        _assert_same(before, expected)
+        assert_same_contents(before, expected)
     if deterministic:  # and it carries on as the driver it was saved from
         a, b = (driver.advance(reached, reached + 40, _never) for driver in (saved, restored))
         assert (a.env_steps, a.health) == (b.env_steps, b.health)
         assert [(s, e.returns.tolist()) for s, e in a.episodes] == [
             (s, e.returns.tolist()) for s, e in b.episodes
         ]
-        _assert_same(
-            _saved(restored.state(), tmp_path / "restored_later"),
-            _saved(saved.state(), tmp_path / "expected_later"),
+        assert_same_contents(
+            saved_contents(restored.state(), tmp_path / "restored_later"),
+            saved_contents(saved.state(), tmp_path / "expected_later"),
         )

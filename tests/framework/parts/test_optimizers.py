@@ -4,7 +4,9 @@ import gin
 import keras
 import numpy as np
 import pytest
+import tensorflow as tf
 
+from framework.learner import Learner, UpdateGroup
 from framework.parts import optimizers
 
 
@@ -56,19 +58,24 @@ def test_staircase_exponential_decay_counting_updates():
     np.testing.assert_allclose(rates, [0.00025 * f for f in (1.0, 1.0, 0.96, 0.9216)], rtol=1e-5)
 
 
-def test_schedules_counting_environment_steps_read_the_shared_counter():
+def test_schedules_counting_environment_steps_follow_the_count_their_learner_is_given():
     decay = optimizers.ExponentialDecay(1.0, decay_steps=100, decay_rate=0.5, staircase=True)
+    w = tf.Variable(0.0)
+    loss = UpdateGroup(lambda b: (w * tf.reduce_sum(b["x"]), {}), [w], keras.optimizers.SGD(decay))
+    learner = Learner(loss)
     linear = optimizers.LinearDecay(1.0, 0.0, duration=400)
-    optimizer = keras.optimizers.SGD(learning_rate=decay)
-    optimizer.iterations.assign(7)  # updates do not matter to these schedules
-    counter = optimizers.environment_steps()
     rates = []
-    for step in (0, 99, 100, 250, 400, 1000):
-        counter.assign(step)
-        rates.append((float(optimizer.learning_rate), float(linear(optimizer.iterations))))
+    for step in (0, 99, 100, 250, 400, 1000):  # one update each: updates do not matter here
+        metrics, _ = learner.run({"x": np.ones((1, 2), np.float32)}, environment_steps=step)
+        linear.environment_steps.assign(step)
+        rates.append((float(metrics["learning_rate"]), float(linear(tf.constant(7)))))
     # 0.5^floor(step / 100) and 1 - step / 400, floored at 0.
     expected = [(1, 1), (1, 0.7525), (0.5, 0.75), (0.25, 0.375), (0.0625, 0), (0.0009765625, 0)]
     np.testing.assert_allclose(rates, expected, rtol=1e-6)
+    assert learner.schedules() == [
+        "ExponentialDecay(initial_learning_rate=1.0, decay_steps=100, decay_rate=0.5, "
+        "staircase=True) counting environment steps"
+    ]
 
 
 def test_a_schedule_names_its_unit_and_rejects_another():

@@ -165,7 +165,7 @@ class _RandomAgent:
     def observe(self, step):
         pass
 
-    def update(self):
+    def update(self, env_steps):
         from framework.agent import Health
 
         return {}, Health()

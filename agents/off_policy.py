@@ -1,0 +1,108 @@
+"""What DQN and DDPG/TD3 share: transitions go to a replay; `gradient_steps` for every multiple
+of `train_freq` transitions crossed after `learning_starts` (a vector step of N transitions may
+cross several), all of a call's batches sampled at once and run by the learner in one compiled
+call, after which acting reads the new weights from the call's published copy."""
+
+import abc
+from typing import Any
+
+import gymnasium as gym
+
+from framework.agent import Agent, Health, Metrics, State, VectorStep, training_calls_due
+from framework.learner import Learner
+from framework.parts.replay import UniformReplay
+from framework.validation import require_non_negative, require_positive
+
+
+class ReplayAgent(Agent):
+    """Subclasses build `replay`, `learner` (publishing the acting copy's variables) and
+    `acting` (an acting forward pass with `refresh(values=None)`), name their `networks()`,
+    and add their own metrics in `exploration_metrics`."""
+
+    replay: UniformReplay
+    learner: Learner
+    acting: Any  # networks.NumpyForward and kin: `refresh(values=None)`
+
+    def __init__(
+        self,
+        observation_space: gym.Space,
+        action_space: gym.Space,
+        seed: int,
+        batch_size: int,
+        learning_starts: int,
+        train_freq: int,
+        gradient_steps: int,
+        checkpoint_replay: bool = True,
+    ):
+        super().__init__(observation_space, action_space, seed)
+        require_positive(
+            self, batch_size=batch_size, train_freq=train_freq, gradient_steps=gradient_steps
+        )
+        require_non_negative(self, learning_starts=learning_starts)
+        self.batch_size = batch_size
+        self.learning_starts = learning_starts
+        self.train_freq = train_freq
+        self.gradient_steps = gradient_steps
+        self.checkpoint_replay = checkpoint_replay
+        self.steps = 0  # transitions observed; drives exploration and the training schedule
+        self._due_calls = 0  # training calls due since the last update
+
+    def check_replay_capacity(self) -> None:
+        """A replay smaller than a batch would repeat transitions in every batch."""
+        if self.replay.capacity < self.batch_size:
+            raise ValueError(
+                f"The replay's capacity ({self.replay.capacity}) is below "
+                f"{type(self).__name__}.batch_size ({self.batch_size}): every batch would "
+                "repeat transitions. Raise UniformReplay.capacity or lower the batch size."
+            )
+
+    def observe(self, step: VectorStep) -> None:
+        self.replay.add(step)
+        before, self.steps = self.steps, self.steps + step.num_envs
+        self._due_calls += training_calls_due(
+            before, self.steps, self.train_freq, self.learning_starts
+        )
+
+    def interrupt_episodes(self) -> None:
+        self.replay.end_episodes()
+
+    def update(self, env_steps: int) -> tuple[Metrics, Health]:
+        calls, self._due_calls = self._due_calls, 0
+        if not calls or len(self.replay) == 0:  # n-step windows fill only after n steps
+            return {}, Health()
+        batches = self.replay.sample_stack(calls * self.gradient_steps, self.batch_size, self.rng)
+        metrics, health = self.learner.run(batches, env_steps)
+        self.acting.refresh(self.learner.published)
+        metrics = metrics.with_values(
+            {**self.exploration_metrics(), "replay_size": len(self.replay)}
+        )
+        return metrics, Health.from_tensor(health)
+
+    @abc.abstractmethod
+    def networks(self) -> dict[str, Any]:
+        """The agent's networks (and anything else restored in place) by checkpoint key."""
+
+    def exploration_metrics(self) -> dict[str, float]:
+        """The exploration's numbers to log with the learner's (none by default)."""
+        return {}
+
+    def schedules(self) -> list[str]:
+        return self.learner.schedules()
+
+    def state(self) -> State:
+        """The replay too, unless `checkpoint_replay=False` (Atari: a full replay is GBs; such
+        a resume refills it and is not an exact continuation)."""
+        return {
+            **super().state(),
+            "steps": self.steps,
+            **self.networks(),
+            "learner": self.learner,
+            **({"replay": self.replay.state()} if self.checkpoint_replay else {}),
+        }
+
+    def load_state(self, state: State) -> None:
+        super().load_state(state)
+        self.steps = state["steps"]
+        if self.checkpoint_replay:
+            self.replay.load_state(state["replay"])
+        self.acting.refresh()
