@@ -1,6 +1,9 @@
 """The hand-written floor of `experiments/learner_floor.py` is the learner's step, minus its
 machinery: from the same weights, on the same batches, both end at the same weights."""
 
+import subprocess
+import sys
+
 import numpy as np
 
 from experiments import learner_floor
@@ -18,3 +21,15 @@ def test_the_floor_and_the_learner_take_the_same_steps():
     for start, learned, floored in zip(before, after, floor_online.get_weights(), strict=True):
         assert not np.allclose(learned, start)  # the steps moved every weight...
         np.testing.assert_allclose(floored, learned, rtol=1e-4, atol=1e-6)  # ...alike
+
+
+def test_the_command_runs_in_a_process_of_its_own():
+    # In a fresh process: nothing else has registered the configurables its config binds.
+    done = subprocess.run(
+        [sys.executable, "-m", "experiments.learner_floor", "--calls=1"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert "learner / floor = " in done.stdout
