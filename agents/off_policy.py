@@ -86,9 +86,6 @@ class ReplayAgent(Agent):
         """The exploration's numbers to log with the learner's (none by default)."""
         return {}
 
-    def schedules(self) -> list[str]:
-        return self.learner.schedules()
-
     def state(self) -> State:
         """The replay too, unless `checkpoint_replay=False` (Atari: a full replay is GBs; such
         a resume refills it and is not an exact continuation)."""

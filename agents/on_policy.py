@@ -45,9 +45,6 @@ class RolloutAgent(Agent):
         """What an A3C worker pulls from the global agent: every network's weights."""
         return [v for network in self.networks().values() for v in network.weights]
 
-    def schedules(self) -> list[str]:
-        return self.learner.schedules()
-
     def rollout_metrics(self) -> dict[str, float]:
         """Numbers of the agent's own to log with the learner's (none by default)."""
         return {}

@@ -168,9 +168,6 @@ class ReinforceAgent(Agent):
         ]
         self._policy_numpy.refresh()
 
-    def schedules(self) -> list[str]:
-        return self.learner.schedules()
-
     def diagnostics(self, observation: np.ndarray) -> dict[str, float]:
         probs = exploration.softmax(self._policy_numpy(observation[None]))[0]
         entropy = float(-np.sum(probs * np.log(probs + 1e-12)))

@@ -123,8 +123,10 @@ class Agent(abc.ABC):
         return {}
 
     def schedules(self) -> list[str]:
-        """One line per learning-rate schedule the agent follows, for the run's log."""
-        return []
+        """One line per learning-rate schedule the agent follows, for the run's log: its
+        `learner`'s, if it has one (override for several learners)."""
+        learner = getattr(self, "learner", None)
+        return learner.schedules() if learner is not None else []
 
     def histogram_variables(self) -> dict[str, Any]:
         """Variables to log as weight histograms, by name."""

@@ -11,6 +11,7 @@ worker's and the global learner's halves is `framework/drivers/gradient_halves.p
 """
 
 import dataclasses
+import functools
 from collections.abc import Callable, Sequence
 
 import gin
@@ -141,7 +142,8 @@ class Learner(tf.Module):
         ]
         self.jit_compile = jit_compile
         self.batch_spec = batch_spec
-        self.direct_call = direct_call_usable(direct_call)
+        # Only a learner with a batch spec calls a traced function directly.
+        self.direct_call = direct_call_usable(direct_call and batch_spec is not None)
         # A call of several steps under XLA applies every step and rolls back if one was
         # non-finite (`StepCalls`). Not a group whose processor decides when to release
         # (`Accumulate`): it keeps its branch, so such learners are never optimistic.
@@ -200,14 +202,14 @@ class Learner(tf.Module):
     ) -> tuple[dict, list[tf.Tensor]]:
         """Learner step `step` (from 1): each group that is due, in order. Returns per-step
         counts and each group's applies so far (its target updater's step)."""
-        outputs = []
-        for group, applied in zip(self.groups, applies, strict=True):
-
-            def update(group=group, applied=applied):
-                return self._update_group(group, batch, applied, optimistic)
-
-            due = tf.equal(step % group.every, 0) if group.every > 1 else None
-            outputs.append(update() if due is None else _when(due, update))
+        outputs = when_due(
+            self.groups,
+            step,
+            [
+                functools.partial(self._update_group, group, batch, applied, optimistic)
+                for group, applied in zip(self.groups, applies, strict=True)
+            ],
+        )
         applies = [
             count + tf.cast(output["applied"], tf.int64)
             for count, output in zip(applies, outputs, strict=True)
@@ -269,11 +271,20 @@ class Learner(tf.Module):
 
     def set_environment_steps(self, environment_steps: int | None) -> None:
         """The run's environment steps, for learning-rate schedules that count them."""
-        if environment_steps is None:
-            return
-        for schedule in self._schedules:
-            if schedule is not None and schedule.environment_steps is not None:
-                schedule.environment_steps.assign(environment_steps)
+        counters = [
+            schedule.environment_steps
+            for schedule in self._schedules
+            if schedule is not None and schedule.environment_steps is not None
+        ]
+        if counters and environment_steps is None:
+            raise ValueError(
+                "A learning-rate schedule here counts environment steps, but the learner was "
+                "called without the run's count: call learner.run(batches, environment_steps) "
+                "(agents pass the env_steps that update(env_steps) gets), or give the schedule "
+                "unit = 'updates'."
+            )
+        for counter in counters:
+            counter.assign(environment_steps)
 
     def schedules(self) -> list[str]:
         """One line per learning-rate schedule of the groups, for the run's log."""
@@ -301,7 +312,8 @@ class Learner(tf.Module):
 
     @property
     def tracing_count(self) -> int:
-        """How often the compiled training calls were traced (tests check that it stays small)."""
+        """How often the compiled training calls (`run`) were traced (tests check that it stays
+        small); A3C's halves count their own (`drivers/gradient_halves.py`)."""
         return sum(call.tracing_count for call in self.calls.traced)
 
     @property
@@ -311,6 +323,7 @@ class Learner(tf.Module):
 
     @property
     def first_call_steps(self) -> int:
+        """The gradient steps of those first calls."""
         return sum(call.first_call_steps for call in self.calls.traced)
 
     def _state_variables(self) -> list[tf.Variable]:
@@ -426,6 +439,17 @@ def copy_variables(source: Sequence[tf.Variable], destination: Sequence[tf.Varia
             )
     for from_, to in zip(source, destination, strict=True):
         to.assign(from_)
+
+
+def when_due(
+    groups: Sequence[UpdateGroup], step: tf.Tensor, updates: Sequence[Callable[[], dict]]
+) -> list[dict]:
+    """Each group's `update()` at learner step `step` (from 1) where the group is due (`every`),
+    else zeros of the same structure: a group that is not due adds nothing to any sum."""
+    return [
+        update() if group.every == 1 else _when(tf.equal(step % group.every, 0), update)
+        for group, update in zip(groups, updates, strict=True)
+    ]
 
 
 def _when(due: tf.Tensor, fn: Callable[[], dict]) -> dict:

@@ -123,7 +123,7 @@ class AsynchronousDriver(Driver):
             gradient_processor=Identity(),  # the workers' processors made the push
         )
         probe.close()
-        self._apply_gradients = GlobalApply(self.agent.learner)
+        self.global_apply = GlobalApply(self.agent.learner)
         arguments = [
             (index, worker_seed, env_factory, envs_per_worker, agent)
             for index, worker_seed in enumerate(derived_seeds(seeds.env, num_workers))
@@ -189,7 +189,7 @@ class AsynchronousDriver(Driver):
         """One push: the global optimizer applies the worker's gradients."""
         counters, interval = self.counters, self._interval
         staleness = counters.global_updates - counters.pulled_at[index]
-        health = Health.from_tensor(self._apply_gradients(result.gradients, env_steps))
+        health = Health.from_tensor(self.global_apply(result.gradients, env_steps))
         counters.global_updates += 1
         interval["pushes"] += 1
         interval["staleness_sum"] += staleness

@@ -6,12 +6,14 @@ and target updater) compiled for their side: the worker's half applies nothing, 
 metrics have no learning rate or target updates; the global half counts no gradient steps.
 """
 
-import numpy as np
+import functools
+
 import tensorflow as tf
 
 from framework.compiled_steps import TracedCall, repeat, traced
 from framework.learner import (
     Learner,
+    UpdateGroup,
     all_finite,
     averages,
     group_outputs_spec,
@@ -19,6 +21,7 @@ from framework.learner import (
     process,
     step_health,
     step_outputs,
+    when_due,
 )
 from framework.packed_outputs import FlatLayout, PackedMetrics
 
@@ -43,12 +46,17 @@ class WorkerGradients:
         gradients, push_now, metrics, health = self._call(batches)
         return gradients, push_now, PackedMetrics(metrics, self._layout), health
 
+    @property
+    def tracing_count(self) -> int:
+        return self._call.tracing_count
+
     def _compute(self, batches: dict) -> tuple:
         learner = self.learner
+        first_step = learner.steps.read_value() + 1
 
         def step(batch, index, carry):
-            del index
-            outputs = [self._group(group, batch) for group in learner.groups]
+            updates = [functools.partial(self._group, group, batch) for group in learner.groups]
+            outputs = when_due(learner.groups, first_step + tf.cast(index, tf.int64), updates)
             return {"groups": outputs, "health": step_health(outputs)}, carry
 
         spec = {
@@ -73,7 +81,7 @@ class WorkerGradients:
         return gradients, push_now, metrics, tf.cast(health, tf.int64)
 
     @staticmethod
-    def _group(group, batch) -> dict:
+    def _group(group: UpdateGroup, batch: dict) -> dict:
         loss, extras, grads = loss_and_gradients(group, batch)
         grad_norm = tf.linalg.global_norm(grads)
         finite = tf.logical_and(tf.math.is_finite(loss), tf.math.is_finite(grad_norm))
@@ -105,11 +113,15 @@ class GlobalApply:
         )
         self._call = None  # traced on the first push
 
-    def __call__(self, gradients: Gradients, environment_steps: int) -> np.ndarray:
+    def __call__(self, gradients: Gradients, environment_steps: int) -> tf.Tensor:
         self.learner.set_environment_steps(environment_steps)
         if self._call is None:
             self._call = traced(self.function.get_concrete_function(), self.learner.direct_call)
         return self._call(gradients)
+
+    @property
+    def tracing_count(self) -> int:
+        return self.function.experimental_get_tracing_count()
 
     def _apply(self, gradients: Gradients) -> tf.Tensor:
         learner, applied, nonfinite = self.learner, [], []

@@ -37,7 +37,7 @@ class Worker:
             agent_seed,
             optimizer=keras.optimizers.SGD(1.0),  # never applied
         )
-        self.compute_gradients = WorkerGradients(self.agent.learner)
+        self.gradients = WorkerGradients(self.agent.learner)
         self.loop = EnvironmentLoop(envs, self.agent)
         self.loop.reset(env_seed)
         local = self.agent.shared_variables
@@ -57,7 +57,7 @@ class Worker:
                     returns += ended.returns.tolist()
                     lengths += ended.lengths.tolist()
             batch = {name: array[None] for name, array in self.agent.rollout.take().items()}
-            gradients, push_now, metrics, step_health = self.compute_gradients(batch)
+            gradients, push_now, metrics, step_health = self.gradients(batch)
             step_health = Health.from_tensor(step_health)
             health += step_health
             for name, value in metrics.items():

@@ -66,13 +66,13 @@ def test_a_push_is_the_sum_of_its_rollouts_gradients():
     )
     worker = Worker(0, seed=1, env_factory=make_env, num_envs=2, agent=A2CAgent)
     batches = []
-    compute = worker.compute_gradients
+    compute = worker.gradients
 
     def recording(batch):
         batches.append({name: np.array(array) for name, array in batch.items()})
         return compute(batch)
 
-    worker.compute_gradients = recording
+    worker.gradients = recording
     result = worker.work()
     assert len(batches) == 3 and result.pushed and result.env_steps == 3 * 5 * 2
     # Each rollout's gradient on its own, by a tape on the same loss and (unchanged) weights.

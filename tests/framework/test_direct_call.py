@@ -136,6 +136,8 @@ def test_the_ordinary_call_gives_the_learner_the_same_updates(jit_compile):
         learner.outcomes = [learner.run(_batches(rng, steps)) for steps in (3, 1, 4)]
         learner.outcomes.append(learner.run(_batches(rng, 3, reward=np.nan)))
     direct, ordinary = learners
+    assert isinstance(direct.calls.traced[0]._call, DirectCall)  # what actually ran
+    assert not isinstance(ordinary.calls.traced[0]._call, DirectCall)
     for (metrics_a, health_a), (metrics_b, health_b) in zip(
         direct.outcomes, ordinary.outcomes, strict=True
     ):
@@ -183,6 +185,8 @@ def test_a_tensorflow_that_computes_otherwise_is_found_out(monkeypatch):
 def test_the_switch_is_one_gin_binding():
     w = tf.Variable(1.0)
     group = UpdateGroup(lambda b: (w * tf.reduce_sum(b["x"]), {}), [w], keras.optimizers.SGD())
-    assert Learner(group).direct_call
+    spec = {"x": tf.TensorSpec([None, 2], tf.float32)}
+    assert Learner(group, batch_spec=spec).direct_call
+    assert not Learner(group).direct_call  # without a spec it never calls directly
     gin.parse_config("Learner.direct_call = False")
-    assert not Learner(group).direct_call
+    assert not Learner(group, batch_spec=spec).direct_call

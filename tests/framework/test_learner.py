@@ -331,6 +331,23 @@ def test_worker_accumulates_pushes_and_pulls_the_global_weights():
     assert float(w_local.numpy()) == float(w_global.numpy())
 
 
+def test_a_worker_computes_a_delayed_group_only_at_the_steps_it_is_due():
+    # Group b runs every 2nd learner step, as in the learner's own call: of steps 1-3 only
+    # step 2. Both losses have gradient 7 at w = 2 on (X, Y), and nothing is applied.
+    w_a, w_b = tf.Variable(2.0), tf.Variable(2.0)
+    groups = [
+        _linear_group(w_a, name="a"),
+        _linear_group(w_b, name="b", every=2),
+    ]
+    worker = WorkerGradients(Learner(groups))
+    gradients, push_now, _, health = worker(_batches([X] * 3, [Y] * 3))
+    assert bool(push_now)
+    np.testing.assert_allclose([gradients[0][0], gradients[1][0]], [21.0, 7.0], rtol=1e-6)
+    assert Health.from_tensor(health) == Health(gradient_steps=3)
+    gradients, _, _, _ = worker(_batches([X], [Y]))  # step 4: both due
+    np.testing.assert_allclose([gradients[0][0], gradients[1][0]], [7.0, 7.0], rtol=1e-6)
+
+
 def test_apply_gradients_skips_nonfinite_and_empty_pushes():
     w = tf.Variable(2.0)
     apply_gradients = GlobalApply(_linear_learner(w))

@@ -72,6 +72,8 @@ def test_schedules_counting_environment_steps_follow_the_count_their_learner_is_
     # 0.5^floor(step / 100) and 1 - step / 400, floored at 0.
     expected = [(1, 1), (1, 0.7525), (0.5, 0.75), (0.25, 0.375), (0.0625, 0), (0.0009765625, 0)]
     np.testing.assert_allclose(rates, expected, rtol=1e-6)
+    with pytest.raises(ValueError, match=r"learner.run\(batches, environment_steps\)"):
+        learner.run({"x": np.ones((1, 2), np.float32)})  # the count left out: said, not frozen
     assert learner.schedules() == [
         "ExponentialDecay(initial_learning_rate=1.0, decay_steps=100, decay_rate=0.5, "
         "staircase=True) counting environment steps"
