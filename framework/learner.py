@@ -120,6 +120,13 @@ class Learner(tf.Module):
             rate if isinstance(rate, float) else None for rate in configured
         ]
         self._schedules = [optimizers.schedule_of(group.optimizer) for group in groups]
+        # What `set_environment_steps` writes before each call: the environment-step counters
+        # of those schedules (none for most configs, which then pay nothing).
+        self._environment_step_counters = [
+            schedule.environment_steps
+            for schedule in self._schedules
+            if schedule is not None and schedule.environment_steps is not None
+        ]
         self._publish = list(publish)
         not_float32 = [_name(v) for v in self._publish if v.dtype != tf.float32]
         if not_float32:
@@ -271,11 +278,7 @@ class Learner(tf.Module):
 
     def set_environment_steps(self, environment_steps: int | None) -> None:
         """The run's environment steps, for learning-rate schedules that count them."""
-        counters = [
-            schedule.environment_steps
-            for schedule in self._schedules
-            if schedule is not None and schedule.environment_steps is not None
-        ]
+        counters = self._environment_step_counters
         if counters and environment_steps is None:
             raise ValueError(
                 "A learning-rate schedule here counts environment steps, but the learner was "
