@@ -139,6 +139,13 @@ class A2CAgent(RolloutAgent):
     def networks(self) -> dict[str, keras.Model]:
         return {"network": self.network}
 
+    def policy_networks(self) -> dict[str, keras.Model]:
+        return self.networks()
+
+    def policy_outputs(self, observations: tf.Tensor) -> dict[str, tf.Tensor]:
+        logits, values = self.network(observations)  # [N, A], [N]
+        return {"action": tf.argmax(logits, axis=-1), "logits": logits, "value": values}
+
     def describe(self) -> dict:
         return {
             "n_steps": self.rollout.n_steps,

@@ -247,6 +247,12 @@ class DDPGAgent(ReplayAgent):
             "tf_rng": self.tf_rng,
         }
 
+    def policy_networks(self) -> dict:
+        return {"actor": self.actor}
+
+    def policy_outputs(self, observations: tf.Tensor) -> dict[str, tf.Tensor]:
+        return {"action": self.actor(observations)}  # [N, A], within the bounds
+
     def state(self) -> State:
         return {**super().state(), "noise": self.noise.state()}
 

@@ -136,6 +136,14 @@ class DQNAgent(ReplayAgent):
     def networks(self) -> dict[str, keras.Model]:
         return {"online": self.online, "target": self.target}
 
+    def policy_networks(self) -> dict[str, keras.Model]:
+        return {"online": self.online}
+
+    def policy_outputs(self, observations: tf.Tensor) -> dict[str, tf.Tensor]:
+        """Greedy on the online network's Q-values (an export leaves `eval_epsilon` out)."""
+        q_values = self.online(observations)  # [N, A]
+        return {"action": tf.argmax(q_values, axis=-1), "q_values": q_values}
+
     def diagnostics(self, observation: np.ndarray) -> dict[str, float]:
         return q_value_diagnostics(self.acting(observation[None])[0])
 

@@ -131,6 +131,13 @@ class NStepQAgent(RolloutAgent):
         """An A3C worker pulls both: the global learner moves the target."""
         return {"online": self.online, "target": self.target}
 
+    def policy_networks(self) -> dict[str, keras.Model]:
+        return {"online": self.online}
+
+    def policy_outputs(self, observations: tf.Tensor) -> dict[str, tf.Tensor]:
+        q_values = self.online(observations)  # [N, A]
+        return {"action": tf.argmax(q_values, axis=-1), "q_values": q_values}
+
     def describe(self) -> dict:
         return {
             "n_steps": self.rollout.n_steps,
@@ -146,6 +153,13 @@ class NStepQAgent(RolloutAgent):
     def load_state(self, state: State) -> None:
         self.steps = state["steps"]
         super().load_state(state)
+
+    def policy_state(self) -> State:
+        return {**super().policy_state(), "steps": self.steps}  # epsilon, when exploring
+
+    def load_policy_state(self, state: State) -> None:
+        self.steps = state["steps"]
+        super().load_policy_state(state)
 
     def diagnostics(self, observation: np.ndarray) -> dict[str, float]:
         return q_value_diagnostics(self.acting(observation[None])[0])

@@ -82,6 +82,17 @@ class ReplayAgent(Agent):
     def networks(self) -> dict[str, Any]:
         """The agent's networks (and anything else restored in place) by checkpoint key."""
 
+    @abc.abstractmethod
+    def policy_networks(self) -> dict[str, Any]:
+        """The networks acting reads, by their keys in `networks()`."""
+
+    def policy_state(self) -> State:
+        return {"steps": self.steps, **self.policy_networks()}
+
+    def load_policy_state(self, state: State) -> None:
+        self.steps = state["steps"]
+        self.acting.refresh()
+
     def exploration_metrics(self) -> dict[str, float]:
         """The exploration's numbers to log with the learner's (none by default)."""
         return {}

@@ -40,6 +40,10 @@ class RolloutAgent(Agent):
     def networks(self) -> dict[str, keras.Model]:
         """The agent's networks by checkpoint key."""
 
+    @abc.abstractmethod
+    def policy_networks(self) -> dict[str, keras.Model]:
+        """The networks acting reads, by their keys in `networks()`."""
+
     @property
     def shared_variables(self) -> list[tf.Variable]:
         """What an A3C worker pulls from the global agent: every network's weights."""
@@ -66,4 +70,11 @@ class RolloutAgent(Agent):
     def load_state(self, state: State) -> None:
         super().load_state(state)
         self.rollout.load_state(state["rollout"])
+        self.weights_changed()
+
+    def policy_state(self) -> State:
+        return self.policy_networks()
+
+    def load_policy_state(self, state: State) -> None:
+        del state  # networks only, restored in place
         self.weights_changed()

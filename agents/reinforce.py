@@ -168,6 +168,17 @@ class ReinforceAgent(Agent):
         ]
         self._policy_numpy.refresh()
 
+    def policy_state(self) -> State:
+        return {"policy": self.policy}
+
+    def load_policy_state(self, state: State) -> None:
+        del state  # the policy network, restored in place
+        self._policy_numpy.refresh()
+
+    def policy_outputs(self, observations: tf.Tensor) -> dict[str, tf.Tensor]:
+        logits = self.policy(observations)  # [N, A]
+        return {"action": tf.argmax(logits, axis=-1), "logits": logits}
+
     def diagnostics(self, observation: np.ndarray) -> dict[str, float]:
         probs = exploration.softmax(self._policy_numpy(observation[None]))[0]
         entropy = float(-np.sum(probs * np.log(probs + 1e-12)))

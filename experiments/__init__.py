@@ -1,4 +1,5 @@
-"""Training from Python: `experiments.train(gin_files, bindings, base_dir, seed) -> TrainResult`.
+"""Training from Python: `experiments.train(gin_files, bindings, base_dir, seed) -> TrainResult`;
+using what was trained: `experiments.load(run_dir, checkpoint) -> Policy`.
 
 The command line (`experiments.run`), the benchmark, the tests and sweeps all call `train`. Each
 call clears gin and parses its own config, so runs in one process never share bindings.
@@ -17,14 +18,13 @@ from collections.abc import Iterator, Sequence
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:  # imported inside the calls: importing this package stays cheap
+    from framework.policy import Policy
     from framework.run_directory import RunDirectory
     from framework.runner import Runner
 
+from experiments.errors import RunError, required_binding_message, without_gin_call_stack
+
 DEFAULT_GIN_FILE = "gin_configs/dqn/cartpole.gin"
-
-
-class RunError(Exception):
-    """Bad input or a failed run, as one paragraph naming the culprit."""
 
 
 class RunStopped(Exception):
@@ -149,9 +149,9 @@ def build(
         folder = RunDirectory(base_dir)
         runner = Runner(folder)
     except (ValueError, ImportError, TypeError, gym.error.Error) as error:
-        raise RunError(_without_gin_call_stack(error)) from error
+        raise RunError(without_gin_call_stack(error)) from error
     except RuntimeError as error:  # gin: a required parameter the config does not bind
-        raise RunError(_required_binding_message(error, gin_files)) from error
+        raise RunError(required_binding_message(error, gin_files)) from error
     own = config.own_bindings(gin_files, bindings)
     unused = [binding for binding in config.unused_bindings() if binding in own]
     for binding in unused:
@@ -166,20 +166,6 @@ def build(
         )
     command = config.command_line(gin_files, bindings, base_dir, seed)
     return PreparedRun(runner, folder, command, declare_hparams, start_afresh)
-
-
-def _without_gin_call_stack(error: Exception) -> str:
-    """The error in one paragraph, without gin's "In call to configurable ..." trail (the
-    message names the part already); an undefined macro said in words."""
-    text = " ".join(str(error).split())
-    macro = re.search(r"In call to configurable 'macro' \([^)]*\) in scope '([^']+)'", text)
-    if macro:
-        name = macro.group(1)
-        return (
-            f"The config uses the macro %{name}, which it never defines: add a line "
-            f"`{name} = <value>` to a gin file, or fix the name."
-        )
-    return re.sub(r"\s*In call to configurable '[^']*' \([^)]*\)( in scope '[^']*')?", "", text)
 
 
 def _with_config_changes(message: str, folder) -> str:
@@ -221,19 +207,6 @@ def _disk_message(error: OSError) -> str:
         f"Could not write {error.filename or 'a file of the run'}: {error.strerror or error}. "
         "The last complete checkpoint is intact; free the space (or fix the folder) and start "
         "the same command again to resume from it."
-    )
-
-
-def _required_binding_message(error: RuntimeError, gin_files: Sequence[str]) -> str:
-    found = re.search(r"Required bindings for `(\w+)` not provided in config: \[(.*)\]", str(error))
-    if not found:
-        return " ".join(str(error).split())
-    names = [f"{found.group(1)}.{name.strip(chr(39))}" for name in found.group(2).split(", ")]
-    return (
-        f"The config does not bind {', '.join(names)}, which has no default (gin files: "
-        f"{', '.join(gin_files)}). Every config names at least its agent and environment, "
-        "e.g. `Runner.agent = @DQNAgent`; start from a shipped one (`python -m "
-        "experiments.parts` lists the parts)."
     )
 
 
@@ -347,3 +320,20 @@ def run(prepared: PreparedRun) -> TrainResult:
             folder.base_dir,
         )
     return result
+
+
+def load(
+    run_dir: str,
+    checkpoint: str | int = "latest",
+    bindings: Sequence[str] = (),
+    render_mode: str | None = None,
+) -> "Policy":
+    """The trained policy of `run_dir`: its newest complete checkpoint ("latest"), the best
+    evaluation's snapshot ("best") or the checkpoint of a step, read without writing anything
+    (a run still training may be read). `policy.act(observations [N, ...], explore=False)
+    -> actions [N, ...]`, numpy in and out; `policy.agent` for its networks; `policy.env` the
+    run's evaluation environment. `bindings` change the environment (say, another id or a
+    TimeLimit) as long as its spaces stay; `render_mode` is gymnasium's. Raises RunError."""
+    from experiments import loading
+
+    return loading.load(run_dir, checkpoint, bindings, render_mode)

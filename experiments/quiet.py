@@ -46,9 +46,15 @@ def _hidden_from_imports(names: tuple[str, ...]):
                 del sys.modules[name]
 
 
+# TF modules that log through absl: "Sharding callback duration" at every checkpoint save; a
+# SavedModel's renamed resource inputs and its fingerprint at every export.
+_TENSORFLOW_INTERNALS = frozenset(
+    {"functional_saver", "signature_serialization", "fingerprinting_utils"}
+)
+
+
 def _not_tensorflow_internals(record: Any) -> bool:
-    """TF's checkpoint code logs "Sharding callback duration" through absl at every save."""
-    return record.module != "functional_saver"
+    return record.module not in _TENSORFLOW_INTERNALS
 
 
 def import_tensorflow() -> Any:

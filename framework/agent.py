@@ -114,6 +114,26 @@ class Agent(abc.ABC):
         """Every sub-environment restarts without a done (a resume whose environment state
         could not be saved): close or drop the episodes in flight."""
 
+    @abc.abstractmethod
+    def policy_state(self) -> State:
+        """What acting needs and nothing else (the acting networks, and the counts exploration
+        reads), under the same keys as in `state()`: the best-policy snapshot holds it, and
+        loading a run for use reads only it (evaluating Pong never reads its replay)."""
+
+    @abc.abstractmethod
+    def load_policy_state(self, state: State) -> None:
+        """Takes back what `policy_state()` gave (its networks restored in place) and
+        refreshes the acting copies."""
+
+    def policy_outputs(self, observations: Any) -> dict[str, Any]:
+        """The evaluation policy as TensorFlow ops of its networks, for an export: "action"
+        (`[N, *action_shape]`, deterministic) and what else the policy has (Q-values, logits,
+        the value), for an observation batch `[N, *obs_shape]` tensor."""
+        raise NotImplementedError(
+            f"{type(self).__name__} cannot be exported: it defines no policy_outputs (its "
+            "policy as TensorFlow ops, see framework/agent.py)."
+        )
+
     def seed_evaluation(self, seed: int) -> None:
         self.eval_rng = np.random.default_rng(seed)
 

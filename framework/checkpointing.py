@@ -66,8 +66,16 @@ class CheckpointFormatError(CheckpointError):
     """A checkpoint written by another layout of this code (another format version)."""
 
 
+class CheckpointMismatchError(CheckpointError):
+    """An undamaged checkpoint that does not hold the state asked for, or not in its shapes."""
+
+
 class _Unusable(Exception):
     """One checkpoint cannot be restored (damaged, or not this state's structure)."""
+
+
+class _Mismatched(_Unusable):
+    """Undamaged (its hashes checked out), but not the state asked for."""
 
 
 def _sha256(path: str) -> str:
@@ -171,9 +179,10 @@ def _write_arrays(path: str, arrays: dict[str, np.ndarray]) -> None:
                 np.lib.format.write_array(member, array, allow_pickle=False)
 
 
-def _read_arrays(path: str) -> dict[str, np.ndarray]:
+def _read_arrays(path: str, names: list[str] | None = None) -> dict[str, np.ndarray]:
+    """The arrays of `names` (all by default); each member's CRC is checked as it is read."""
     with np.load(path, allow_pickle=False) as archive:
-        return {name: archive[name] for name in archive.files}
+        return {name: archive[name] for name in (archive.files if names is None else names)}
 
 
 def _structure_problem(expected: dict[str, list[str]], saved: dict[str, list[str]]) -> str | None:
@@ -189,6 +198,18 @@ def _structure_problem(expected: dict[str, list[str]], saved: dict[str, list[str
     if not differences:
         return None
     return "its state does not match the one to restore: " + ", ".join(differences)
+
+
+def _missing(expected: dict[str, list[str]], saved: dict[str, list[str]]) -> str | None:
+    """The key paths of this (partial) state that the saved one lacks or holds as another
+    kind; None if it holds them all."""
+    absent = [
+        f"{path} ({_describe(kind)})"
+        for kind in _KINDS
+        for path in expected[kind]
+        if path not in saved.get(kind, [])
+    ]
+    return f"it does not hold {', '.join(absent)}" if absent else None
 
 
 def _describe(kind: str | None) -> str:
@@ -296,7 +317,7 @@ class CheckpointStore:
         for step in self.complete_steps():
             prefix = self._prefix(step)
             try:
-                saved = self._restore(prefix, split)
+                saved = self._load(prefix, split, partial=False)
             except _Unusable as problem:
                 logging.warning("Skipping damaged or mismatched checkpoint %s: %s", prefix, problem)
                 problems.append(f"{prefix}: {problem}")
@@ -314,28 +335,57 @@ class CheckpointStore:
             logging.warning("Ignoring unfinished checkpoint(s) %s; starting afresh.", unmarked)
         return None
 
-    def _restore(self, prefix: str, split: dict[str, dict[str, Any]]) -> dict[str, Any]:
+    def read(self, step: int, state: dict) -> dict:
+        """Reads the checkpoint at `step` into `state`, which may hold only part of what was
+        saved (the policy out of a whole run's state), touching nothing on disk (no tidying,
+        no quarantine): a run that is still training may be read.
+
+        Only what is read is checked: the marker, the TF files and the JSON values by their
+        hashes, the arrays it reads by their zip CRCs (the others, a replay, are never read).
+        Returns `state` with its array and JSON leaves replaced by the saved ones; raises
+        CheckpointError (CheckpointFormatError for another format) naming the problem.
+        """
+        prefix = self._prefix(step)
+        try:
+            saved = self._load(prefix, _split(state), partial=True)
+        except _Unusable as problem:
+            kind = CheckpointMismatchError if isinstance(problem, _Mismatched) else CheckpointError
+            reason = str(problem).rstrip(".")
+            raise kind(f"The checkpoint {prefix} cannot be read: {reason}.") from None
+        return _rebuild(state, saved)
+
+    def _load(self, prefix: str, split: dict[str, dict[str, Any]], partial: bool) -> dict[str, Any]:
         """Restores the trackables at `prefix` and returns the saved arrays and JSON values by
         key path; raises _Unusable with the reason. Trackables are restored last, once the hashes,
-        the structure and the arrays have all checked out."""
-        self._verify(prefix, self._read_marker(prefix))
+        the structure and the arrays have all checked out. `partial`: `split` may be a part of
+        what was saved, and the arrays file is checked by its members' CRCs as they are read."""
+        self._verify(prefix, self._read_marker(prefix), skip_arrays=partial)
         try:
             with open(prefix + _VALUES_SUFFIX) as f:
                 values = json.load(f)
-            problem = _structure_problem({k: list(v) for k, v in split.items()}, values)
+            expected = {k: list(v) for k, v in split.items()}
+            check = _missing if partial else _structure_problem
+            problem = check(expected, values)
             if problem:
-                raise _Unusable(problem)
+                raise _Mismatched(problem)
             saved = values["values"]
             if split["arrays"]:
-                saved.update(_read_arrays(prefix + _ARRAYS_SUFFIX))
-            if split["trackables"]:
-                checkpoint = _tf_checkpoint(split["trackables"])
-                checkpoint.read(prefix).assert_existing_objects_matched()
-                _configured_over_saved(checkpoint)
+                names = list(split["arrays"]) if partial else None
+                saved.update(_read_arrays(prefix + _ARRAYS_SUFFIX, names))
         except _Unusable:
             raise
         except Exception as error:  # any failure to read makes this one unusable
             raise _Unusable(f"{type(error).__name__}: {error}") from error
+        if split["trackables"]:  # files whose hashes checked out: a failure is a misfit
+            try:
+                checkpoint = _tf_checkpoint(split["trackables"])
+                status = checkpoint.read(prefix)
+                status.assert_existing_objects_matched()
+                if partial:
+                    status.expect_partial()  # the rest of the run's state stays unread
+                _configured_over_saved(checkpoint)
+            except Exception as error:
+                raise _Mismatched(f"{type(error).__name__}: {error}") from error
         return saved
 
     def _read_marker(self, prefix: str) -> dict:
@@ -350,18 +400,21 @@ class CheckpointStore:
             age = "a newer" if isinstance(found, int) and found > FORMAT_VERSION else "an older"
             raise CheckpointFormatError(
                 f"The checkpoint {prefix} was written by {age} layout of this framework "
-                f"(checkpoint format {found}; this code reads format {FORMAT_VERSION}), so it "
-                "cannot be resumed here. Nothing was read, moved or deleted: start the run in a "
-                "new --base_dir, or finish this one with the code that started it."
+                f"(checkpoint format {found}; this code reads format {FORMAT_VERSION}), so this "
+                "code cannot resume or read it. Nothing was read, moved or deleted: start the "
+                "run in a new --base_dir, or use this one with the code that wrote it."
             )
         return marker
 
-    def _verify(self, prefix: str, marker: dict) -> None:
-        """Raises _Unusable unless every file the marker lists is there with its hash."""
+    def _verify(self, prefix: str, marker: dict, skip_arrays: bool = False) -> None:
+        """Raises _Unusable unless every file the marker lists is there with its hash (but
+        the arrays file, with `skip_arrays`)."""
         files = marker.get("files")
         if not isinstance(files, dict):
             raise _Unusable(f"completion marker {prefix + _MARKER_SUFFIX} lists no files")
         for relative, expected in files.items():
+            if skip_arrays and relative.endswith(_ARRAYS_SUFFIX):
+                continue
             path = os.path.join(self.directory, relative)
             if not os.path.exists(path):
                 raise _Unusable(f"missing file {path}")

@@ -6,6 +6,7 @@ and never changes the training run.
 
 import dataclasses
 from collections.abc import Callable
+from typing import Any
 
 import gymnasium as gym
 import numpy as np
@@ -17,12 +18,15 @@ class Evaluation:
     mean_return: float
     std_return: float
     mean_length: float
+    returns: tuple[float, ...]  # of each episode
+    lengths: tuple[int, ...]
 
 
 def evaluate(
-    env: gym.Env, act: Callable[[np.ndarray], int], episodes: int, seed: int, step: int
+    env: gym.Env, act: Callable[[np.ndarray], Any], episodes: int, seed: int, step: int
 ) -> Evaluation:
-    """`episodes` episodes of the greedy policy `act(observation) -> action`."""
+    """`episodes` episodes of the policy `act(observation) -> action`, the environment's
+    generator seeded once with `seed + step`."""
     env.reset(seed=seed + step)
     returns, lengths = [], []
     for _ in range(episodes):
@@ -34,5 +38,10 @@ def evaluate(
         returns.append(total)
         lengths.append(length)
     return Evaluation(
-        step, float(np.mean(returns)), float(np.std(returns)), float(np.mean(lengths))
+        step,
+        float(np.mean(returns)),
+        float(np.std(returns)),
+        float(np.mean(lengths)),
+        tuple(returns),
+        tuple(lengths),
     )

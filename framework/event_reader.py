@@ -3,6 +3,7 @@
 import glob
 import os
 import struct
+from collections.abc import Sequence
 
 import numpy as np
 import tensorflow as tf
@@ -37,12 +38,18 @@ def read_events(path: str) -> tuple[list[event_pb2.Event], bool]:
     return events, True
 
 
-def read_scalars(run_dir: str, tags: set[str] | None = None) -> dict[str, list[tuple[int, float]]]:
+def read_scalars(
+    run_dir: str, tags: set[str] | None = None, skip_folders: Sequence[str] = ()
+) -> dict[str, list[tuple[int, float]]]:
     """Every scalar under `run_dir` (its own event files and any below, as runs of the older
-    layout keep them), or those of `tags`, as tag -> [(step, value)] in file order."""
+    layout keep them, but not those under its `skip_folders`), or those of `tags`, as
+    tag -> [(step, value)] in file order."""
     scalars: dict[str, list[tuple[int, float]]] = {}
     paths = sorted(glob.glob(os.path.join(run_dir, "**", "*tfevents*"), recursive=True))
+    skipped = tuple(os.path.join(run_dir, folder) + os.sep for folder in skip_folders)
     for path in paths:
+        if skipped and path.startswith(skipped):
+            continue
         for event in read_events(path)[0]:
             for value in event.summary.value:
                 if value.metadata.plugin_data.plugin_name != "scalars":

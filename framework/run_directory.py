@@ -8,6 +8,10 @@ files, and the readers that analysis and sweeps use. Nothing else decides a path
       metadata.json                 {"starts": [...], "last_checkpoint": N}
       checkpoints/                  complete-or-ignored checkpoints (framework/checkpointing.py)
       checkpoints/damaged/          damaged checkpoints, set aside, never deleted
+      best/                         the best evaluation's policy alone (weights and observation
+                                    statistics; no replay, no optimizer), outside the resume path
+      evaluations/<time>-<which>/   what `experiments.evaluate --log` wrote (evaluate/ tags):
+                                    its own TensorBoard run, never read as the run's curves
       events.out.tfevents.*         the run's event files: one TensorBoard run, its tags
                                     namespaced (train/, eval/, ...), one curve per tag across
                                     resumes, and its HParams session
@@ -23,6 +27,7 @@ it either as it was or as it was meant to be.
 from __future__ import annotations
 
 import contextlib
+import datetime
 import errno
 import fcntl
 import glob
@@ -30,6 +35,7 @@ import json
 import os
 import time
 from collections.abc import Iterator, Sequence
+from typing import NamedTuple
 
 from absl import logging
 
@@ -44,6 +50,17 @@ _LOCK = ".lock"
 _RESULT_EVENTS = f"events.out.tfevents.9999999999{summaries.SWEEP_SUFFIX}"
 EVAL_RETURN = "eval/episode_return"
 _OLD_EVENT_FOLDERS = ("train", "eval")  # a TensorBoard run per split, before one per run
+_BEST = "best"
+_EVALUATIONS = "evaluations"
+
+
+class PolicyRead(NamedTuple):
+    """A policy read from a run folder: its environment step, and eval return where known."""
+
+    step: int
+    eval_return: float | None  # the best snapshot's evaluation
+    state: dict  # the driver's policy_state(), as saved
+    source: str  # "checkpoint" or "best"
 
 
 class RunFolderBusyError(RuntimeError):
@@ -71,11 +88,13 @@ def _reason(error: OSError) -> str:
 class RunDirectory:
     """Everything a run keeps under `base_dir`. Building one touches nothing on disk."""
 
-    FOLDERS = frozenset({"checkpoints", "discarded", *_OLD_EVENT_FOLDERS})  # what it holds
+    # what it holds
+    FOLDERS = frozenset({"checkpoints", "discarded", _BEST, _EVALUATIONS, *_OLD_EVENT_FOLDERS})
 
     def __init__(self, base_dir: str):
         self.base_dir = base_dir
         self.checkpoint_dir = os.path.join(base_dir, "checkpoints")
+        self.best_dir = os.path.join(base_dir, _BEST)
 
     @staticmethod
     def holds_run(path: str) -> bool:
@@ -137,13 +156,49 @@ class RunDirectory:
         return self._metadata().get("last_checkpoint")
 
     def set_aside_checkpoints(self) -> str:
-        """Moves checkpoints/ (whatever is left of it) to discarded/<time>/; returns where."""
+        """Moves checkpoints/, best/ and evaluations/ (whatever is left of them) to
+        discarded/<time>/; returns where."""
         target = self._discarded()
         os.makedirs(target, exist_ok=True)
-        if os.path.exists(self.checkpoint_dir):
-            os.replace(self.checkpoint_dir, os.path.join(target, "checkpoints"))
-        self._write_metadata(last_checkpoint=None)
+        for folder in (self.checkpoint_dir, self.best_dir, self._evaluations_dir()):
+            if os.path.exists(folder):
+                os.replace(folder, os.path.join(target, os.path.basename(folder)))
+        self._write_metadata(last_checkpoint=None, best=None)
         return target
+
+    def save_best(self, step: int, eval_return: float, template: dict) -> str:
+        """Keeps `template` (a driver's `policy_state()`) as the best evaluation's, replacing
+        the one before only once it is complete, and names it in metadata.json; returns where.
+
+        Snapshots are numbered by write, not by step: a resumed run that evaluates a step
+        again never unmarks the snapshot it is replacing. The snapshot itself records its step
+        and return (`best()`), so a kill before metadata.json names it loses nothing.
+        """
+        store = self._best_store()
+        written = store.complete_steps()
+        number = written[0] + 1 if written else 1
+        store.save(number, {"step": step, "eval_return": eval_return, "driver": template})
+        self._write_metadata(best=self.best())
+        return os.path.join(self.base_dir, _BEST, f"ckpt-{number}")
+
+    def keep_best_of(self, step: int | None) -> None:
+        """A run resumed from `step` (None: from scratch) has a history up to it alone: a best
+        snapshot taken after it is of a history it no longer has, and is set aside (the run
+        keeps its own best again as it evaluates). metadata.json names the one kept."""
+        best = self.best()
+        if best is not None and (step is None or best["step"] > step):
+            target = self._discarded()
+            os.makedirs(target, exist_ok=True)
+            os.replace(self.best_dir, os.path.join(target, _BEST))
+            logging.info(
+                "Set the best policy of step %d aside in %s: this start continues from %s.",
+                best["step"],
+                target,
+                "step 0" if step is None else f"step {step}",
+            )
+            best = None
+        if self._metadata().get("best") != best:  # a kill before the last save named it
+            self._write_metadata(best=best)
 
     def write_config(self, operative_config: str) -> None:
         """The final config.gin: parts first called during training appear only at the end."""
@@ -152,6 +207,11 @@ class RunDirectory:
     def checkpoint_store(self, max_to_keep: int) -> checkpointing.CheckpointStore:
         return checkpointing.CheckpointStore(
             self.checkpoint_dir, os.path.join(self.checkpoint_dir, "damaged"), max_to_keep
+        )
+
+    def _best_store(self) -> checkpointing.CheckpointStore:
+        return checkpointing.CheckpointStore(
+            self.best_dir, os.path.join(self.best_dir, "damaged"), max_to_keep=1
         )
 
     def open_writers(
@@ -226,12 +286,101 @@ class RunDirectory:
         return None if config is None else trials.trial_of(config).key
 
     def scalars(self) -> dict[str, list[tuple[int, float]]]:
-        """Every scalar the run logged, as tag -> [(step, value)]."""
-        return read_scalars(self.base_dir)
+        """Every scalar the run logged, as tag -> [(step, value)] (not `evaluate --log`'s)."""
+        return read_scalars(self.base_dir, skip_folders=(_EVALUATIONS,))
 
     def eval_curve(self) -> list[tuple[int, float]]:
         """The evaluation return at each step it was taken, in step order."""
-        return sorted(read_scalars(self.base_dir, tags={EVAL_RETURN}).get(EVAL_RETURN, []))
+        scalars = read_scalars(self.base_dir, tags={EVAL_RETURN}, skip_folders=(_EVALUATIONS,))
+        return sorted(scalars.get(EVAL_RETURN, []))
+
+    def best(self) -> dict | None:
+        """The best evaluation's step, return and snapshot (read from the snapshot), or None."""
+        numbers = self._best_store().complete_steps()
+        if not numbers:
+            return None
+        snapshot = os.path.join(_BEST, f"ckpt-{numbers[0]}")
+        with open(os.path.join(self.base_dir, snapshot + ".values.json")) as f:
+            values = json.load(f)["values"]
+        return {"step": values["step"], "eval_return": values["eval_return"], "snapshot": snapshot}
+
+    def read_policy(self, which: str | int, template: dict) -> PolicyRead:
+        """Reads a driver's `policy_state()` (`template`) from the newest complete checkpoint
+        ("latest"), the best snapshot ("best") or the checkpoint of a step, touching nothing:
+        no lock, no tidying, no quarantine, so that a run still training can be read.
+
+        "latest" passes over a damaged checkpoint to the one before (saying so) and over one
+        pruned while it was read. Raises CheckpointError, naming what is there instead.
+        """
+        if which == "best":
+            return self._read_best(template)
+        store = self.checkpoint_store(max_to_keep=1)  # only read: never saves, never prunes
+        while True:
+            steps = store.complete_steps()
+            if not steps:
+                raise checkpointing.CheckpointError(
+                    f"{self.base_dir} holds no complete checkpoint yet (none in "
+                    f"{self.checkpoint_dir}): wait for the run's first one "
+                    "(Runner.checkpoint_interval), or read its best evaluation with "
+                    "--checkpoint=best once it has evaluated."
+                )
+            if which == "latest":
+                read = self._read_newest(store, steps, template)
+                if read is not None:
+                    return read
+                continue  # the newest was pruned while it was read: list again
+            if which not in steps:
+                raise checkpointing.CheckpointError(
+                    f"{self.base_dir} has no complete checkpoint at step {which}: it holds "
+                    f"steps {', '.join(map(str, sorted(steps)))} (older ones are pruned, "
+                    "Runner.max_checkpoints_to_keep). Choose one of those, latest or best."
+                )
+            loaded = store.read(which, {"driver": template})["driver"]
+            return PolicyRead(which, None, loaded, "checkpoint")
+
+    def _read_newest(
+        self, store: checkpointing.CheckpointStore, steps: list[int], template: dict
+    ) -> PolicyRead | None:
+        """The newest readable of `steps`, passing over damaged ones (not ones that do not fit:
+        the next would not either); None if one vanished while read (list again)."""
+        problems = []
+        for step in steps:
+            try:
+                loaded = store.read(step, {"driver": template})["driver"]
+            except (checkpointing.CheckpointFormatError, checkpointing.CheckpointMismatchError):
+                raise
+            except checkpointing.CheckpointError as error:
+                if step not in store.complete_steps():
+                    return None  # pruned by the training run meanwhile
+                logging.warning("Passing over a damaged checkpoint: %s", error)
+                problems.append(str(error))
+                continue
+            return PolicyRead(step, None, loaded, "checkpoint")
+        raise checkpointing.CheckpointError(
+            f"No complete checkpoint of {self.base_dir} can be read ({' '.join(problems)}) "
+            "Nothing was changed."
+        )
+
+    def _read_best(self, template: dict) -> PolicyRead:
+        store = self._best_store()
+        while True:
+            numbers = store.complete_steps()
+            if not numbers:
+                raise checkpointing.CheckpointError(
+                    f"{self.base_dir} has no best-policy snapshot (in {self.best_dir}) yet: "
+                    "one is written at the run's first evaluation (Runner.eval_interval). "
+                    "Read --checkpoint=latest meanwhile."
+                )
+            snapshot = {"step": 0, "eval_return": 0.0, "driver": template}
+            try:
+                loaded = store.read(numbers[0], snapshot)
+            except (checkpointing.CheckpointFormatError, checkpointing.CheckpointMismatchError):
+                raise
+            except checkpointing.CheckpointError:
+                if numbers[0] not in store.complete_steps():
+                    continue  # replaced by a better one while it was read
+                raise
+            return PolicyRead(loaded["step"], loaded["eval_return"], loaded["driver"], "best")
 
     # ----- the layout ------------------------------------------------------------------------
 
@@ -255,6 +404,15 @@ class RunDirectory:
                 "TensorBoard run from now on, its tags keeping their namespaces.",
                 " and ".join(f"{name}/" for name in emptied),
             )
+
+    def evaluation_log_dir(self, label: str) -> str:
+        """A new folder for one `experiments.evaluate --log`: its own TensorBoard run, which
+        neither analysis nor the run's curves read."""
+        stamp = datetime.datetime.now().strftime("%Y%m%d-%H%M%S-%f")
+        return os.path.join(self._evaluations_dir(), f"{stamp}-{label}")
+
+    def _evaluations_dir(self) -> str:
+        return os.path.join(self.base_dir, _EVALUATIONS)
 
     def _discarded(self) -> str:
         return os.path.join(self.base_dir, "discarded", time.strftime("%Y%m%d-%H%M%S"))

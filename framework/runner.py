@@ -10,13 +10,15 @@ first step that crosses its next multiple, so a config logs, evaluates and check
 same transition counts whatever `num_envs` is. A checkpoint is taken on schedule, mid-episode:
 it holds the driver's state (the agent, the loop's observations, episode tallies and, where
 they can be saved, the sub-environments themselves), the runner's counters and every random
-generator, so a resumed run continues bitwise as the uninterrupted one would.
+generator, so a resumed run continues bitwise as the uninterrupted one would. An evaluation
+that beats every one before keeps the policy it evaluated (`best/`, outside the resume path).
 """
 
 import collections
 import dataclasses
 import time
 from collections.abc import Callable
+from typing import NamedTuple
 
 import gin
 import gymnasium as gym
@@ -74,6 +76,22 @@ class RunnerState:
     # Since the last log, for the bound on skipped non-finite steps.
     interval_gradient_steps: int = 0
     interval_skipped_steps: int = 0
+
+
+class RunSeeds(NamedTuple):
+    """What a run's seed derives, each from its own stream: loading a trained policy derives
+    them as the run did, so that an evaluation is seeded as the run's was."""
+
+    agent: int
+    env: int
+    evaluation: int  # the evaluation at step S resets its environment with evaluation + S
+    reset: int
+
+
+def run_seeds(seed: int) -> RunSeeds:
+    """Seeds every global generator with `seed` and derives the run's own seeds from it."""
+    seed_everything(seed)
+    return RunSeeds(*derived_seeds(seed, 4))
 
 
 class Cadence:
@@ -154,8 +172,7 @@ class Runner:
         self.seed = seed
         self.skip_nonfinite_updates = skip_nonfinite_updates
         self.max_skipped_fraction = max_skipped_fraction
-        seed_everything(seed)
-        agent_seed, env_seed, self._eval_seed, reset_seed = derived_seeds(seed, 4)
+        agent_seed, env_seed, self._eval_seed, reset_seed = run_seeds(seed)
         self.eval_env = env_factory()
         try:
             self.driver = driver(
@@ -228,6 +245,7 @@ class Runner:
         if restored is None:
             self._check_nothing_lost(start_afresh)
             self._store.tidy()  # what a killed first checkpoint write left
+            self.run_directory.keep_best_of(None)
             return None
         step, state = restored
         try:
@@ -240,6 +258,7 @@ class Runner:
                 f"run's config: {' '.join(str(error).split())}"
             ) from error
         self._store.tidy()
+        self.run_directory.keep_best_of(step)
         self.restored_step = step
         self.resume_seconds = time.perf_counter() - start
         logging.info(
@@ -286,9 +305,12 @@ class Runner:
     def _evaluate_and_log(self, writers: SummaryWriters) -> None:
         result = self.evaluate()
         self.eval_returns.append((result.step, result.mean_return))
-        best = self.state.best_eval_return
-        best = result.mean_return if best is None else max(best, result.mean_return)
+        previous = self.state.best_eval_return
+        improved = previous is None or result.mean_return > previous
+        best = result.mean_return if improved else previous
         self.state.best_eval_return = best
+        if improved:
+            self._keep_best(result.step, best)
         writers.scalars(
             result.step,
             {
@@ -299,12 +321,26 @@ class Runner:
             },
         )
         logging.info(
-            "eval at step %d: return %.1f +- %.1f (best so far %.1f)",
+            "eval at step %d: return %.1f +- %.1f (%s)",
             result.step,
             result.mean_return,
             result.std_return,
-            best,
+            "the best so far: its policy kept in best/" if improved else f"best {best:.1f}",
         )
+
+    def _keep_best(self, step: int, eval_return: float) -> None:
+        """What acting needs, as it acted now, outside the resume path: a failure to write it
+        (a full disk) is said and training goes on; the next checkpoint says it too."""
+        try:
+            self.run_directory.save_best(step, eval_return, self.driver.policy_state())
+        except OSError as error:
+            logging.warning(
+                "Could not keep the best policy of step %d in %s: %s. Training goes on; the "
+                "best policy kept before, if any, is intact.",
+                step,
+                self.run_directory.best_dir,
+                " ".join(str(error).split()),
+            )
 
     # ----- the schedule ------------------------------------------------------------------------
 

@@ -31,7 +31,14 @@ FRAMEWORK_LAYERS = [
     },
     {"framework.agent"},
     {"framework.parts"},  # and every framework.parts.* module
-    {"framework.compiled_steps", "framework.learner", "framework.loop", "framework.evaluation"},
+    {
+        "framework.compiled_steps",
+        "framework.learner",
+        "framework.loop",
+        "framework.evaluation",
+        "framework.policy",
+        "framework.export",
+    },
     {"framework.drivers"},  # what the runner drives: they know no files
     {"framework.checkpointing", "framework.summaries", "framework.run_directory"},
     {"framework.runner"},

@@ -261,6 +261,9 @@ class AsynchronousDriver(Driver):
             state["workers"] = workers
         return state
 
+    def policy_state(self) -> State:
+        return {"agent": self.agent.policy_state()}  # no statistics: normalisation is refused
+
     def load_state(self, state: State, step: int) -> bool:
         counters = AsynchronousCounters(**state["counters"])
         saved, now = len(counters.pulled_at), len(self.counters.pulled_at)

@@ -83,6 +83,11 @@ class Driver(abc.ABC):
         """Everything the driver and its agent need to continue after a restart."""
 
     @abc.abstractmethod
+    def policy_state(self) -> State:
+        """What acting needs, a subset of `state()` under the same keys: the agent's
+        `policy_state()` (and the observation statistics evaluation reads)."""
+
+    @abc.abstractmethod
     def load_state(self, state: State, step: int) -> bool:
         """Takes back what `state()` gave at `step`; whether the continuation is exact."""
 

@@ -82,6 +82,9 @@ class SynchronousDriver(Driver):
             "statistics": self._statistics.state(),  # empty without normalisation
         }
 
+    def policy_state(self) -> State:
+        return {"agent": self.agent.policy_state(), "statistics": self._statistics.state()}
+
     def load_state(self, state: State, step: int) -> bool:
         self._unlogged = dict(state["unlogged_metrics"])
         self._statistics.load_state(state["statistics"])

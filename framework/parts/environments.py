@@ -106,22 +106,26 @@ def _check_env_id(env_id: str) -> None:
 Wrapper = Callable[[gymnasium.Env], gymnasium.Env]
 
 
-@gin.configurable
+@gin.configurable(denylist=["render_mode"])  # the caller's: a video, a window
 def make_env(
     env_id: str,
     max_episode_steps: int | None = None,
     env_kwargs: dict[str, Any] | None = None,
     wrappers: Sequence[Wrapper] = (),
+    render_mode: str | None = None,
 ) -> gymnasium.Env:
     """Builds any registered gymnasium environment, unseeded.
 
     `max_episode_steps` overrides the id's own time limit; None keeps the registered one.
+    `render_mode` is gymnasium's ("rgb_array" for a video, "human" for a window).
     `env_kwargs` go to the environment's constructor (RL-Zoo's `env_kwargs`, e.g.
     `{'continuous': True}`); `wrappers` wrap it in order, innermost first
     (`[@wrappers.ClipAction, @NormalizeObservation]`, see `framework/parts/wrappers.py`).
     """
     _check_env_id(env_id)
-    kwargs = _kwargs(env_kwargs, "make_env", reserved=("max_episode_steps",))
+    kwargs = _kwargs(env_kwargs, "make_env", reserved=("max_episode_steps", "render_mode"))
+    if render_mode is not None:
+        kwargs["render_mode"] = render_mode
     env = gymnasium.make(env_id, max_episode_steps=max_episode_steps, **kwargs)
     return _wrapped(env, wrappers)
 
@@ -154,7 +158,7 @@ def _wrapped(env: gymnasium.Env, wrappers: Sequence[Wrapper]) -> gymnasium.Env:
     return env
 
 
-@gin.configurable
+@gin.configurable(denylist=["render_mode"])
 def make_atari_env(
     env_id: str = "ALE/Pong-v5",
     screen_size: int = 80,
@@ -165,6 +169,7 @@ def make_atari_env(
     max_episode_steps: int | None = None,
     env_kwargs: dict[str, Any] | None = None,
     wrappers: Sequence[Wrapper] = (),
+    render_mode: str | None = None,
 ) -> gymnasium.Env:
     """Builds an Atari environment with the standard DQN preprocessing, unseeded.
 
@@ -172,12 +177,19 @@ def make_atari_env(
     over the last two of each `frame_skip`, stacked channels-last as a Keras conv net expects.
     `max_episode_steps` counts agent steps (each is `frame_skip` emulator frames). `env_kwargs`
     go to ALE's constructor (`{'mode': 1}`), `wrappers` around the preprocessed environment.
+    `render_mode` renders the emulator's own RGB frames, not the preprocessed ones.
     """
     _check_env_id(env_id)
     # Frame skipping is done by AtariPreprocessing (which max-pools frames), not by the emulator.
-    kwargs = _kwargs(env_kwargs, "make_atari_env", ("frameskip", "repeat_action_probability"))
+    kwargs = _kwargs(
+        env_kwargs, "make_atari_env", ("frameskip", "repeat_action_probability", "render_mode")
+    )
     env = gymnasium.make(
-        env_id, frameskip=1, repeat_action_probability=repeat_action_probability, **kwargs
+        env_id,
+        frameskip=1,
+        repeat_action_probability=repeat_action_probability,
+        render_mode=render_mode,
+        **kwargs,
     )
     env = gymnasium.wrappers.AtariPreprocessing(
         env,

@@ -187,3 +187,45 @@ def share_statistics(training: Sequence[gymnasium.Env]) -> SharedStatistics:
 def has_statistics(env: gymnasium.Env) -> bool:
     """Whether `env` normalises with running statistics."""
     return bool(_normalizers(env))
+
+
+class ObservationNormalizer:
+    """What a run's `NormalizeObservation` does to an observation, outside the environment:
+    for a policy given the environment's own observations (`Policy.act`, an export)."""
+
+    def __init__(self, layer: NormalizeObservation):
+        self.statistics = layer.obs_rms  # the run's, read frozen
+        self.epsilon, self.clip = layer.epsilon, layer.clip
+        self.raw_env = layer.env  # the environment below it: what gives what it takes
+        self.raw_space = layer.env.observation_space
+
+    def __call__(self, observations: np.ndarray) -> np.ndarray:
+        """gymnasium's formula, in float64 then float32, then the clip: as the wrapper."""
+        rms = self.statistics
+        scaled = np.float32((observations - rms.mean) / np.sqrt(rms.var + self.epsilon))
+        return np.clip(scaled, -self.clip, self.clip).astype(np.float32)
+
+
+def observation_normalizer(env: gymnasium.Env) -> ObservationNormalizer | None:
+    """The normalisation of `env`'s observations as a function, if it normalises them; only
+    where nothing outside it changes them again (it is the last observation wrapper)."""
+    chain = env_state.wrapper_chain(env)
+    layers = [layer for layer in chain if isinstance(layer, NormalizeObservation)]
+    if not layers:
+        return None
+    layer = layers[-1]  # the innermost; any outer one would change what it returns
+    outer = chain[: chain.index(layer)]
+    changing = [
+        type(wrapper).__name__
+        for wrapper in outer
+        if isinstance(wrapper, gymnasium.ObservationWrapper)
+        or wrapper.observation_space != layer.observation_space
+    ]
+    if changing:
+        raise ValueError(
+            f"The environment changes its observations after NormalizeObservation (by "
+            f"{', '.join(changing)}), so a policy cannot take the environment's observations "
+            "and normalise them itself. List NormalizeObservation last among the observation "
+            "wrappers (make_env.wrappers) to use a policy outside its environment."
+        )
+    return ObservationNormalizer(layer)

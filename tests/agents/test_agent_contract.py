@@ -133,6 +133,48 @@ def test_state_round_trips_bitwise_and_the_restored_agent_continues_the_same(nam
     )
 
 
+def _flat_keys(state, prefix=""):
+    """Key paths of a nested state, and the object at each leaf."""
+    leaves = {}
+    for key, value in state.items():
+        path = f"{prefix}/{key}"
+        leaves.update(_flat_keys(value, path) if isinstance(value, dict) else {path: value})
+    return leaves
+
+
+def _weights(agent: Agent) -> list[np.ndarray]:
+    """The weights of the agent's policy networks, in order."""
+    networks = [v for v in _flat_keys(agent.policy_state()).values() if hasattr(v, "weights")]
+    return [weight.numpy() for network in networks for weight in network.weights]
+
+
+def test_the_policy_state_is_a_part_of_the_state_and_alone_acts_as_the_whole(name, tmp_path):
+    saved = Trainee(name)
+    saved.train(STEPS)
+    whole, policy = _flat_keys(saved.agent.state()), _flat_keys(saved.agent.policy_state())
+    assert policy and policy.keys() <= whole.keys()
+    for path, value in policy.items():
+        assert value is whole[path] or value == whole[path], path
+    store = CheckpointStore(str(tmp_path / "store"), str(tmp_path / "store" / "damaged"))
+    store.save(saved.env_steps, {"agent": saved.agent.state()})
+
+    fresh = Trainee(name, seed=1)  # other weights
+    assert any(
+        not np.array_equal(a, b)
+        for a, b in zip(_weights(fresh.agent), _weights(saved.agent), strict=True)
+    )
+    loaded = store.read(saved.env_steps, {"agent": fresh.agent.policy_state()})
+    fresh.agent.load_policy_state(loaded["agent"])
+    for mine, theirs in zip(_weights(fresh.agent), _weights(saved.agent), strict=True):
+        np.testing.assert_array_equal(mine, theirs)
+    space = saved.envs.single_observation_space
+    space.seed(0)
+    observations = np.stack([space.sample() for _ in range(200)])
+    np.testing.assert_array_equal(  # acting reads the loaded weights, not a stale copy
+        fresh.agent.act(observations, False), saved.agent.act(observations, False)
+    )
+
+
 def test_training_goes_on_after_episodes_are_interrupted(name, tmp_path):
     trainee = Trainee(name)
     trainee.train(STEPS // 2 + 1)  # mid-episode, mid-rollout

@@ -340,6 +340,8 @@ def test_a_crash_inside_a_prune_is_finished_by_the_next_start(tmp_path, monkeypa
     calls = []
 
     def crash_after_unmarking(path):
+        if os.sep + "checkpoints" + os.sep not in path:  # the best snapshot's own prune
+            return original(path)
         calls.append(path)
         raise KeyboardInterrupt  # stands for a kill between the marker's removal and the files'
 

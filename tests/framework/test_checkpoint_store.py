@@ -212,3 +212,42 @@ def test_a_crash_between_data_and_marker_leaves_the_previous_one_restorable(tmp_
     step, loaded = store.restore_latest(state)
     assert step == 2
     _assert_restored(state, loaded, second)
+
+
+def _damage_member(archive_path: str, member: str) -> None:
+    """Flips a byte inside one member's data of an (uncompressed) npz."""
+    import zipfile
+
+    with zipfile.ZipFile(archive_path) as archive:
+        info = archive.getinfo(member + ".npy")
+    with open(archive_path, "r+b") as f:
+        f.seek(info.header_offset + 30 + len(info.filename) + len(info.extra) + info.file_size - 1)
+        byte = f.read(1)
+        f.seek(-1, os.SEEK_CUR)
+        f.write(bytes([byte[0] ^ 0xFF]))
+
+
+def test_a_partial_read_takes_a_part_reads_no_other_array_and_changes_nothing(tmp_path):
+    store = _store(str(tmp_path))
+    saved = _state(1)
+    store.save(5, saved)
+    _damage_member(str(tmp_path / "ckpt-5.arrays.npz"), "replay/observations")
+    before = _listing(tmp_path)
+    part = _state(2)
+    wanted = {
+        "agent": {"network": part["agent"]["network"]},
+        "replay": {"actions": part["replay"]["actions"]},
+    }
+    loaded = store.read(5, wanted)
+    assert _same_bits(loaded["replay"]["actions"], saved["replay"]["actions"])
+    for mine, theirs in zip(
+        part["agent"]["network"].weights, saved["agent"]["network"].weights, strict=True
+    ):
+        assert _same_bits(mine.numpy(), theirs.numpy())
+    assert _listing(tmp_path) == before  # no quarantine, no tidying
+    with pytest.raises(CheckpointError, match="ckpt-5 cannot be read: BadZipFile"):
+        store.read(5, {"replay": {"observations": part["replay"]["observations"]}})
+    with pytest.raises(CheckpointError, match="does not hold agent/other"):
+        store.read(5, {"agent": {"other": _Counter(0)}})
+    with pytest.raises(CheckpointError, match=r"arrays\.npz does not match its recorded hash"):
+        store.restore_latest(_state(3))  # the whole state: every file checked

@@ -48,6 +48,12 @@ class _Recorder(Agent):
     def interrupt_episodes(self):
         self.replay.end_episodes()
 
+    def policy_state(self):
+        return {}
+
+    def load_policy_state(self, state):
+        del state
+
 
 def _loop(lengths: list[int], max_episode_steps: int | None = None) -> EnvironmentLoop:
     """Sub-env i terminates after lengths[i] steps (or truncates at max_episode_steps)."""

@@ -160,3 +160,41 @@ def test_checkpoint_store_lives_in_the_checkpoints_folder(tmp_path):
     assert run.checkpoint_dir == str(tmp_path / "checkpoints")
     assert store.complete_steps() == [1]
     assert store.restore_latest({"runner": {"steps": 0}}) == (1, {"runner": {"steps": 1}})
+
+
+def test_the_best_snapshot_replaces_the_last_only_once_complete_and_is_named(tmp_path):
+    run = RunDirectory(str(tmp_path))
+    run.save_best(100, 5.0, {"agent": {"steps": 100}})
+    run.save_best(300, 9.0, {"agent": {"steps": 300}})
+    assert sorted(os.listdir(run.best_dir)) == [
+        f"ckpt-2.{kind}" for kind in ("complete", "values.json")
+    ]
+    assert run.best() == {"step": 300, "eval_return": 9.0, "snapshot": "best/ckpt-2"}
+    read = run.read_policy("best", {"agent": {"steps": 0}})
+    assert (read.step, read.eval_return, read.state, read.source) == (
+        300,
+        9.0,
+        {"agent": {"steps": 300}},
+        "best",
+    )
+
+
+def test_reading_the_latest_lists_again_when_the_newest_is_pruned_while_read(tmp_path, monkeypatch):
+    """A run still training prunes its oldest checkpoint as a reader reads it."""
+    run = RunDirectory(str(tmp_path))
+    store = run.checkpoint_store(max_to_keep=2)
+    for step in (10, 20):
+        store.save(step, {"driver": {"steps": step}})
+    original = type(store).read
+    calls = []
+
+    def read_as_training_goes_on(self, step, state):
+        calls.append(step)
+        if len(calls) == 1:  # the run saves 30 (pruning 10) and prunes 20 meanwhile
+            store.save(30, {"driver": {"steps": 30}})
+            os.remove(os.path.join(run.checkpoint_dir, "ckpt-20.complete"))
+        return original(self, step, state)
+
+    monkeypatch.setattr(type(store), "read", read_as_training_goes_on)
+    read = run.read_policy("latest", {"steps": 0})
+    assert (read.step, read.state) == (30, {"steps": 30}) and calls[0] == 20

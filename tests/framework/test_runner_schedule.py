@@ -63,6 +63,12 @@ class ScriptedAgent(Agent):
         super().load_state(state)
         self.steps, self.updates = state["steps"], state["updates"]
 
+    def policy_state(self) -> State:
+        return {"steps": self.steps}
+
+    def load_policy_state(self, state: State) -> None:
+        self.steps = state["steps"]
+
 
 @pytest.fixture(autouse=True)
 def _no_script():

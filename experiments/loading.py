@@ -1,0 +1,185 @@
+"""A trained run, loaded for use from its own config: `experiments.load(run_dir) -> Policy`.
+
+Reads the run folder and writes nothing into it: no lock, no tidying, no quarantine, so that
+a run still training can be read (`RunDirectory.read_policy`). Builds the environment and the
+agent the run's `config.gin` describes, with `bindings` on top (another environment id, a
+time limit), and restores only what acting needs.
+"""
+
+import contextlib
+import difflib
+import inspect
+import os
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+from experiments.errors import RunError, required_binding_message, without_gin_call_stack
+
+if TYPE_CHECKING:
+    import gymnasium as gym
+
+    from framework.policy import Policy
+
+
+def checkpoint_choice(checkpoint: str | int) -> str | int:
+    """ "latest", "best" or a step, as given on the command line or from Python."""
+    if checkpoint in ("latest", "best"):
+        return checkpoint
+    if isinstance(checkpoint, bool):  # an int to Python, never a step
+        pass
+    elif isinstance(checkpoint, int) or (isinstance(checkpoint, str) and checkpoint.isdigit()):
+        return int(checkpoint)
+    raise RunError(
+        f"--checkpoint={checkpoint!r} is not a checkpoint: give latest (the newest complete "
+        "one, the default), best (the best evaluation's policy) or an environment step."
+    )
+
+
+def load(
+    run_dir: str,
+    checkpoint: str | int = "latest",
+    bindings: Sequence[str] = (),
+    render_mode: str | None = None,
+) -> "Policy":
+    """The policy of `run_dir` at `checkpoint` ("latest", "best" or a step), on the run's
+    evaluation environment (built with gymnasium's `render_mode` where given). Raises RunError
+    naming what is wrong (not a run, no such checkpoint, a damaged one, a config that no longer
+    builds, an environment whose spaces do not fit the agent).
+
+    As `train`, it parses the run's config into gin's global config (clearing what was bound
+    before) and seeds the global generators with the run's seed."""
+    from framework.checkpointing import CheckpointError, CheckpointMismatchError
+    from framework.parts import wrappers
+    from framework.policy import Policy
+    from framework.run_directory import RunDirectory
+    from framework.runner import run_seeds
+
+    which = checkpoint_choice(checkpoint)
+    folder = RunDirectory(run_dir)
+    if not os.path.isdir(run_dir) or folder.read_config() is None:
+        raise RunError(
+            f"{run_dir!r} is not a run folder: it has no config.gin (a run folder is the "
+            "--base_dir of `experiments.run`, printed when it starts, e.g. runs/dqn_cartpole_...)."
+        )
+    spaces = _configure(os.path.join(run_dir, "config.gin"), bindings)
+    factories = _factories()
+    seeds = run_seeds(factories["seed"])  # as the runner does, before it builds anything
+    env = _environment(factories["env_factory"], render_mode)
+    try:
+        if spaces is not None:
+            _check_spaces(env, spaces)
+        agent = _built(
+            lambda: factories["agent"](env.observation_space, env.action_space, seeds.agent)
+        )
+        statistics = wrappers.share_statistics([env])
+        template = {"agent": agent.policy_state(), "statistics": statistics.state()}
+        try:
+            read = folder.read_policy(which, template)
+        except CheckpointMismatchError as error:
+            config = "config with these bindings" if bindings else "config"
+            raise RunError(
+                f"{' '.join(str(error).split())} The run's {config} builds an agent whose "
+                "policy differs from the one saved (its networks or observation wrappers): "
+                "change the environment only, keeping its observation wrappers."
+            ) from None
+        except CheckpointError as error:
+            raise RunError(" ".join(str(error).split())) from None
+        statistics.load_state(read.state["statistics"])
+        statistics.read_frozen(env)
+        agent.load_policy_state(read.state["agent"])
+    except BaseException:
+        env.close()
+        raise
+    return Policy(
+        agent,
+        env,
+        read.step,
+        read.source,
+        read.eval_return,
+        seeds.evaluation,
+        factories["eval_episodes"],
+    )
+
+
+def _configure(path: str, bindings: Sequence[str]) -> tuple | None:
+    """Parses the run's config.gin with `bindings` on top, saying which lines they change;
+    returns the spaces of the run's own environment where bindings may have changed it."""
+    import gin
+    from absl import logging
+
+    import agents  # noqa: F401  (registers every agent's configurables)
+    from framework import config, runner  # noqa: F401  (the runner's parts, as `build`)
+
+    gin.clear_config()
+    _built(lambda: config.parse([path], []))
+    if not bindings:
+        return None
+    before = gin.config_str().splitlines()
+    with contextlib.closing(_built(_factories()["env_factory"])) as original:
+        spaces = (original.observation_space, original.action_space)
+    gin.clear_config()
+    _built(lambda: config.parse([path], list(bindings)))
+    for line in difflib.unified_diff(before, gin.config_str().splitlines(), n=0):
+        if line[:1] in "+-" and line[:3] not in ("+++", "---") and line[1:].strip():
+            logging.info("Config changed by --gin_bindings: %s", line)
+    return spaces
+
+
+def _factories() -> dict[str, Any]:
+    """The runner's agent and environment factories and seed, as the config binds them."""
+    import gin
+
+    from framework.runner import Runner
+
+    defaults = inspect.signature(Runner).parameters
+    bound = gin.get_bindings("Runner")
+    return {
+        name: bound.get(name, defaults[name].default)
+        for name in ("agent", "env_factory", "seed", "eval_episodes")
+    }
+
+
+def _environment(env_factory: Any, render_mode: str | None) -> "gym.Env":
+    if render_mode is None:
+        return _built(env_factory)
+    parameters = inspect.signature(env_factory).parameters
+    takes_it = "render_mode" in parameters or any(
+        parameter.kind is inspect.Parameter.VAR_KEYWORD for parameter in parameters.values()
+    )
+    if not takes_it:
+        name = getattr(env_factory, "__name__", env_factory)
+        raise RunError(
+            f"The run's environment factory ({name}) takes no render_mode, which a video or a "
+            "window needs: make_env and make_atari_env pass it to gymnasium; a factory of your "
+            "own needs a `render_mode=None` parameter that it hands to gymnasium.make."
+        )
+    return _built(lambda: env_factory(render_mode=render_mode))
+
+
+def _check_spaces(env: "gym.Env", spaces: tuple) -> None:
+    """The changed environment must give and take what the run's agent was built for."""
+    if (env.observation_space, env.action_space) != spaces:
+        raise RunError(
+            f"With these bindings the environment observes {env.observation_space} and acts "
+            f"in {env.action_space}, but the run's agent was trained on observations "
+            f"{spaces[0]} and actions {spaces[1]}: its networks cannot take them. Change the "
+            "environment only in ways that keep its spaces (another id of the same task, a "
+            "TimeLimit, its own arguments)."
+        )
+
+
+def _built(build: Any) -> Any:
+    """`build()`, with a config or part that fails said as one paragraph."""
+    import gymnasium as gym
+
+    try:
+        return build()
+    except RunError:
+        raise
+    except (ValueError, ImportError, TypeError, KeyError, gym.error.Error) as error:
+        raise RunError(
+            "The run's config (config.gin) does not build with this code and these bindings: "
+            f"{without_gin_call_stack(error)}"
+        ) from error
+    except RuntimeError as error:
+        raise RunError(required_binding_message(error, ["config.gin"])) from error

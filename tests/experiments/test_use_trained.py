@@ -1,0 +1,437 @@
+"""Using what was trained: the best policy kept, a read-only load, evaluation that reproduces
+the logged one, exports that TensorFlow alone runs as `Policy.act` does, and bad input said.
+
+Every agent trains one short run (in this process) that the tests share.
+"""
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import gymnasium as gym
+import numpy as np
+import pytest
+
+import experiments
+from framework.event_reader import read_scalars
+from framework.export import export
+from framework.run_directory import RunDirectory
+from tests.experiments import cli
+
+SHORT = ["Runner.eval_episodes = 2", "Runner.log_interval = 100"]
+PONG = [
+    "make_atari_env.max_episode_steps = 60",
+    "DQNAgent.learning_starts = 100",
+    "FrameReplay.capacity = 1000",
+    "DQNAgent.eval_epsilon = 0.0",  # the export is the greedy policy
+]
+# name -> (gin file, bindings, environment steps, evaluation and checkpoint interval)
+RUNS = {
+    "reinforce": ("reinforce/cartpole.gin", [], 800, 200),
+    "dqn": ("dqn/cartpole.gin", ["DQNAgent.learning_starts = 300"], 1200, 300),
+    "dqn_pixels": ("dqn/pong.gin", PONG, 200, 100),
+    "td3_normalized": (  # DDPG/TD3, with observation statistics in the snapshot and export
+        "td3/pendulum.gin",
+        ["DDPGAgent.learning_starts = 100", "make_env.wrappers = [@NormalizeObservation]"],
+        400,
+        200,
+    ),
+    "a2c": ("a2c/cartpole.gin", [], 1600, 400),
+    "nstep_q": ("a3c/cartpole_nstep_q.gin", [], 800, 400),
+    "a3c": ("a3c/cartpole.gin", [], 800, 400),
+}
+
+
+CURVES: dict[str, dict[int, float]] = {}  # each run's eval returns, as training computed them
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory) -> dict[str, str]:
+    """Each agent's short run: evaluations and checkpoints at the same steps, one pruned."""
+    folders = {}
+    for name, (gin_file, bindings, steps, interval) in RUNS.items():
+        folder = str(tmp_path_factory.mktemp(name))
+        cadence = [
+            f"Runner.num_steps = {steps}",
+            f"Runner.eval_interval = {interval}",
+            f"Runner.checkpoint_interval = {interval}",
+            "Runner.max_checkpoints_to_keep = 3",
+        ]
+        result = experiments.train(
+            [f"gin_configs/{gin_file}"], [*SHORT, *cadence, *bindings], folder
+        )
+        CURVES[name] = dict(result.eval_returns)
+        folders[name] = folder
+    return folders
+
+
+def _files(folder: str) -> dict[str, tuple[int, int]]:
+    """Every file and folder under `folder` with its size and modification time."""
+    found = {}
+    for root, folders, names in os.walk(folder):
+        for name in folders + names:
+            path = os.path.join(root, name)
+            info = os.stat(path)
+            found[os.path.relpath(path, folder)] = (info.st_size, info.st_mtime_ns)
+    return found
+
+
+# ----- the best policy ------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("name", list(RUNS))
+def test_the_best_snapshot_is_the_best_evaluation_and_evaluates_to_it_exactly(runs, name):
+    folder = RunDirectory(runs[name])
+    best_step, best_return = max(CURVES[name].items(), key=lambda point: (point[1], -point[0]))
+    assert (folder.best()["step"], folder.best()["eval_return"]) == (best_step, best_return)
+    assert folder.best() == json.loads((Path(runs[name]) / "metadata.json").read_text())["best"]
+    snapshots = [n for n in os.listdir(folder.best_dir) if n.endswith(".complete")]
+    assert snapshots == [os.path.basename(folder.best()["snapshot"]) + ".complete"]
+    policy = experiments.load(runs[name], "best")
+    try:
+        assert (policy.step, policy.eval_return) == (best_step, best_return)
+        assert policy.evaluate().mean_return == best_return  # seeded as that evaluation was
+    finally:
+        policy.close()
+
+
+def test_the_snapshot_holds_what_acting_needs_and_no_replay_nor_optimizer(runs):
+    folder = RunDirectory(runs["td3_normalized"])
+    values_file = folder.best()["snapshot"] + ".values.json"
+    with open(os.path.join(folder.base_dir, values_file)) as f:
+        saved = json.load(f)
+    paths = saved["trackables"] + saved["arrays"] + list(saved["values"])
+    assert "driver/agent/actor" in saved["trackables"]
+    assert {"driver/statistics/0/mean", "driver/statistics/0/var"} <= set(saved["arrays"])
+    assert not [path for path in paths if "replay" in path or "learner" in path]
+    assert not [path for path in paths if "critic" in path]
+    checkpoint = os.path.join(folder.checkpoint_dir, "ckpt-400.values.json")
+    with open(checkpoint) as f:
+        assert any("replay" in path for path in json.load(f)["arrays"])
+
+
+@pytest.mark.parametrize("name", ["dqn", "a2c", "a3c"])
+def test_a_checkpoint_at_an_evaluation_step_evaluates_to_the_logged_return(runs, name):
+    folder = RunDirectory(runs[name])
+    logged = CURVES[name]
+    kept = [
+        step for step in logged if os.path.exists(f"{folder.checkpoint_dir}/ckpt-{step}.complete")
+    ]
+    for checkpoint in [min(kept), "latest"]:
+        policy = experiments.load(runs[name], checkpoint)
+        try:
+            assert policy.evaluate().mean_return == logged[policy.step]
+        finally:
+            policy.close()
+
+
+def _copy(run: str, tmp_path) -> str:
+    copy = str(tmp_path / "run")
+    shutil.copytree(run, copy)
+    return copy
+
+
+def test_resume_never_reads_the_best_snapshot(runs, tmp_path):
+    folder = RunDirectory(_copy(runs["dqn"], tmp_path))
+    for name in os.listdir(folder.checkpoint_dir):
+        if name.endswith(".index"):
+            with open(os.path.join(folder.checkpoint_dir, name), "r+b") as f:
+                f.write(b"damaged")
+    config = os.path.join(folder.base_dir, "config.gin")
+    with pytest.raises(experiments.RunError, match="No usable checkpoint"):
+        experiments.train([config], ["Runner.num_steps = 1500"], folder.base_dir)
+    assert folder.best() is not None and os.listdir(folder.best_dir)
+
+
+def test_start_afresh_sets_the_best_snapshot_aside(runs, tmp_path):
+    folder = RunDirectory(_copy(runs["dqn"], tmp_path))
+    shutil.rmtree(folder.checkpoint_dir)
+    config = os.path.join(folder.base_dir, "config.gin")
+    bindings = ["Runner.num_steps = 300", "Runner.eval_interval = 300"]
+    experiments.train([config], bindings, folder.base_dir, start_afresh=True)
+    discarded = os.path.join(folder.base_dir, "discarded")
+    (aside,) = [root for root, folders, _ in os.walk(discarded) if "best" in folders]
+    assert os.listdir(os.path.join(aside, "best"))
+    assert folder.best()["step"] == 300  # the new run's own
+    assert [n for n in os.listdir(folder.best_dir) if n.endswith(".complete")] == [
+        "ckpt-1.complete"
+    ]
+
+
+def test_a_resume_sets_aside_a_best_snapshot_of_a_history_it_no_longer_has(runs, tmp_path):
+    folder = RunDirectory(_copy(runs["dqn"], tmp_path))
+    best = folder.best()
+    assert best["step"] > 600  # taken after the checkpoint resumed from below
+    for step in (900, 1200):  # as if the run had died at 900 without these
+        for path in Path(folder.checkpoint_dir).glob(f"ckpt-{step}.*"):
+            path.unlink()
+    config = os.path.join(folder.base_dir, "config.gin")
+    result = experiments.train([config], ["Runner.num_steps = 600"], folder.base_dir)
+    assert result.resumed_from == 600 and folder.best() is None
+    (aside,) = Path(folder.base_dir, "discarded").glob("*/best")
+    assert (aside / (Path(best["snapshot"]).name + ".complete")).exists()
+    assert json.loads(Path(folder.base_dir, "metadata.json").read_text())["best"] is None
+
+
+def test_a_snapshot_whose_record_a_kill_prevented_is_still_the_best(runs, tmp_path):
+    folder = RunDirectory(_copy(runs["dqn"], tmp_path))
+    store = folder._best_store()
+    template = {"step": 1, "eval_return": 0.0, "driver": {"agent": {}, "statistics": {}}}
+    before = folder.best()
+    snapshot = {**template, "step": 1200, "eval_return": 999.0}
+    store.save(int(Path(before["snapshot"]).name.split("-")[1]) + 1, snapshot)  # no metadata
+    assert folder.best()["step"] == 1200 and folder.best()["eval_return"] == 999.0
+
+
+# ----- a read-only load ----------------------------------------------------------------------
+
+
+def test_loading_writes_nothing_and_reads_a_run_that_holds_its_lock(runs, tmp_path):
+    folder = RunDirectory(runs["dqn"])
+    before = _files(folder.base_dir)
+    with folder.lock():  # as a run still training holds it
+        for checkpoint in ("latest", "best", 900):
+            experiments.load(folder.base_dir, checkpoint).close()
+    assert _files(folder.base_dir) == before
+
+
+def test_the_pixel_run_loads_without_reading_its_replay(runs, tmp_path):
+    copy = str(tmp_path / "run")
+    shutil.copytree(runs["dqn_pixels"], copy)
+    arrays = os.path.join(copy, "checkpoints", "ckpt-200.arrays.npz")
+    with open(arrays, "r+b") as f:  # damage every byte of the replay: never read
+        size = os.path.getsize(arrays)
+        f.write(b"\0" * size)
+    policy = experiments.load(copy, "latest")
+    assert policy.step == 200
+    policy.close()
+
+
+# ----- exports -------------------------------------------------------------------------------
+
+LOAD_WITHOUT_THIS_PACKAGE = """
+import importlib.abc, json, sys
+class NotHere(importlib.abc.MetaPathFinder):
+    def find_spec(self, name, path=None, target=None):
+        if name.split(".")[0] in {"framework", "agents", "experiments", "gin_configs", "gin"}:
+            raise ImportError(name + " is not available to this process")
+sys.meta_path.insert(0, NotHere())
+try:
+    import framework
+    raise SystemExit("framework was importable")
+except ImportError:
+    pass
+import numpy as np, tensorflow as tf
+for model_dir, observations, out in json.load(open(sys.argv[1])):
+    policy = tf.saved_model.load(model_dir)
+    outputs = policy.signatures["action"](observation=tf.constant(np.load(observations)))
+    np.savez(out, **{key: value.numpy() for key, value in outputs.items()})
+print("loaded", sorted(sys.modules.keys() & {"framework", "agents", "keras"}))
+"""
+
+
+def _rollout_observations(policy, count: int = 1000) -> np.ndarray:
+    """`count` observations of episodes played by the exploring policy, as `act` takes them
+    (from gymnasium's own environment where the run normalises)."""
+    env = policy.normalize.raw_env if policy.normalize else policy.env
+    observation, _ = env.reset(seed=3)
+    observations = []
+    while len(observations) < count:
+        observations.append(observation)
+        action = policy.act(observation[None], explore=True)[0]
+        observation, _, terminated, truncated, _ = env.step(action)
+        if terminated or truncated:
+            observation, _ = env.reset()
+    return np.stack(observations)
+
+
+def test_every_agent_exports_a_savedmodel_that_acts_as_its_policy(runs, tmp_path):
+    requests, expected = [], {}
+    for name, folder in runs.items():
+        policy = experiments.load(folder, "best")
+        try:
+            observations = _rollout_observations(policy)
+            expected[name] = policy.act(observations)
+            description = export(policy, folder, str(tmp_path / name))
+        finally:
+            policy.close()
+        assert description["observation"]["shape"] == [None, *observations.shape[1:]]
+        np.save(tmp_path / f"{name}.npy", observations)
+        requests.append(
+            [str(tmp_path / name), str(tmp_path / f"{name}.npy"), str(tmp_path / f"{name}.out.npz")]
+        )
+    with open(tmp_path / "requests.json", "w") as f:
+        json.dump(requests, f)
+    completed = subprocess.run(
+        [sys.executable, "-c", LOAD_WITHOUT_THIS_PACKAGE, str(tmp_path / "requests.json")],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert completed.returncode == 0, completed.stderr[-3000:]
+    for name, actions in expected.items():
+        outputs = np.load(tmp_path / f"{name}.out.npz")
+        assert outputs["action"].shape == actions.shape, name
+        if np.issubdtype(actions.dtype, np.integer):
+            np.testing.assert_array_equal(outputs["action"], actions, err_msg=name)
+        else:
+            np.testing.assert_allclose(outputs["action"], actions, atol=1e-5, err_msg=name)
+    assert {"q_values"} <= set(np.load(tmp_path / "dqn.out.npz").files)
+    assert {"logits", "value"} <= set(np.load(tmp_path / "a2c.out.npz").files)
+
+
+# ----- the command line and bad input ---------------------------------------------------------
+
+
+def _evaluate(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-m", "experiments.evaluate", *args],
+        cwd=cli.REPO_ROOT,
+        capture_output=True,
+        text=True,
+        timeout=240,
+    )
+
+
+def test_evaluate_prints_its_figures_records_and_logs_where_asked(runs, tmp_path):
+    folder = RunDirectory(runs["dqn"])
+    curve = folder.eval_curve()
+    video = tmp_path / "video"
+    completed = _evaluate(
+        folder.base_dir,
+        "--checkpoint=best",
+        "--episodes=2",
+        "--seed=5",
+        f"--video={video}",
+        "--log",
+        "--gin_bindings=make_env.max_episode_steps = 30",
+    )
+    assert completed.returncode == 0, completed.stderr[-3000:]
+    assert "+make_env.max_episode_steps = 30" in completed.stderr  # the changed line, said
+    assert "length: mean 30.0, std 0.0, min 30, max 30" in completed.stdout
+    import imageio
+
+    videos = sorted(os.listdir(video))
+    assert len(videos) == 2
+    reader = imageio.get_reader(str(video / videos[0]))
+    assert reader.count_frames() == 31  # the first observation and 30 steps
+    assert reader.get_data(0).shape == (400, 600, 3)  # CartPole drawn, not its 4 numbers
+    (logged,) = os.listdir(os.path.join(folder.base_dir, "evaluations"))
+    scalars = read_scalars(os.path.join(folder.base_dir, "evaluations", logged))
+    assert scalars["evaluate/episode_length"] == [(folder.best()["step"], 30.0)]
+    assert folder.eval_curve() == curve  # the run's own curve reads none of it
+    shutil.rmtree(os.path.join(folder.base_dir, "evaluations"))  # the run, as the others see it
+
+
+def test_a_pong_video_shows_the_emulator_frames(runs, tmp_path):
+    policy = experiments.load(runs["dqn_pixels"], "latest", render_mode="rgb_array")
+    video = tmp_path / "video"
+    recorded = gym.wrappers.RecordVideo(
+        policy.env, str(video), episode_trigger=lambda episode: episode > 0, disable_logger=True
+    )
+    policy.env = recorded
+    result = policy.evaluate(episodes=1)
+    policy.close()
+    import imageio
+
+    (name,) = os.listdir(video)
+    reader = imageio.get_reader(str(video / name))
+    frame = reader.get_data(0)
+    assert frame.shape[:2] == (224, 160) or frame.shape[:2] == (210, 160)
+    assert frame.std() > 10  # a colour screen, not a blank
+    assert reader.count_frames() == result.lengths[0] + 1
+
+
+def _damaged_copy(run: str, tmp_path) -> str:
+    copy = str(tmp_path / "damaged")
+    shutil.copytree(run, copy)
+    with open(os.path.join(copy, "checkpoints", "ckpt-1200.index"), "r+b") as f:
+        f.write(b"damaged")
+    return copy
+
+
+@pytest.mark.parametrize(
+    "case, message",
+    [
+        ("not a run", "is not a run folder"),
+        ("no checkpoint", "holds no complete checkpoint"),
+        ("best before any evaluation", "has no best-policy snapshot"),
+        ("a pruned step", "has no complete checkpoint at step 300: it holds steps 600, 900, 1200"),
+        ("a damaged checkpoint", "ckpt-1200 cannot be read: file"),
+        ("a config that no longer builds", "does not build with this code"),
+        ("other spaces", "its networks cannot take them"),
+        ("a bad checkpoint name", "is not a checkpoint"),
+    ],
+)
+def test_bad_input_gets_one_paragraph_and_changes_nothing(runs, tmp_path, case, message):
+    run, checkpoint, bindings = runs["dqn"], "latest", []
+    if case == "not a run":
+        run = str(tmp_path)
+    elif case == "no checkpoint":
+        run = str(tmp_path / "run")
+        os.makedirs(run)
+        shutil.copy(os.path.join(runs["dqn"], "config.gin"), run)
+    elif case == "best before any evaluation":
+        run = str(tmp_path / "run")
+        shutil.copytree(runs["dqn"], run, ignore=shutil.ignore_patterns("best"))
+        checkpoint = "best"
+    elif case == "a pruned step":
+        checkpoint = 300
+    elif case == "a damaged checkpoint":
+        run, checkpoint = _damaged_copy(runs["dqn"], tmp_path), 1200
+    elif case == "a config that no longer builds":
+        run = str(tmp_path / "run")
+        shutil.copytree(runs["dqn"], run)
+        with open(os.path.join(run, "config.gin"), "a") as f:
+            f.write("DQNAgent.gammma = 0.9\n")
+    elif case == "other spaces":
+        bindings = ["make_env.env_id = 'Acrobot-v1'"]
+    else:
+        checkpoint = "newest"
+    before = _files(run)
+    with pytest.raises(experiments.RunError, match=message) as raised:
+        experiments.load(run, checkpoint, bindings)
+    assert "\n" not in str(raised.value)
+    assert _files(run) == before
+
+
+def test_latest_passes_over_a_damaged_checkpoint_to_the_one_before(runs, tmp_path):
+    policy = experiments.load(_damaged_copy(runs["dqn"], tmp_path), "latest")
+    assert policy.step == 900
+    policy.close()
+
+
+def test_the_export_command_writes_a_model_for_others_and_times_it(runs, tmp_path):
+    out = tmp_path / "exported"
+    completed = subprocess.run(
+        [sys.executable, "-m", "experiments.export", runs["a2c"], f"--out={out}", "--latency"],
+        cwd=cli.REPO_ROOT,
+        capture_output=True,
+        text=True,
+        timeout=240,
+    )
+    assert completed.returncode == 0, completed.stderr[-3000:]
+    assert "Exported A2CAgent (the checkpoint of step 1600)" in completed.stdout
+    assert "a call takes" in completed.stdout and "for 1,000" in completed.stdout
+    description = json.loads((out / "assets.extra" / "policy.json").read_text())
+    assert description["observation"]["shape"] == [None, 4]
+    assert description["checkpoint"] == "the checkpoint of step 1600"
+    assert os.stat(out).st_mode & 0o055  # readable by others, as the umask allows
+
+
+def test_export_refuses_a_folder_in_use_and_writes_nothing(runs, tmp_path):
+    taken = tmp_path / "taken"
+    taken.mkdir()
+    (taken / "notes.txt").write_text("mine")
+    policy = experiments.load(runs["dqn"])
+    try:
+        with pytest.raises(ValueError, match="already exists and is not an empty folder"):
+            export(policy, runs["dqn"], str(taken))
+    finally:
+        policy.close()
+    assert os.listdir(taken) == ["notes.txt"]
+    assert not [name for name in os.listdir(tmp_path) if name.startswith(".export-")]
