@@ -22,7 +22,12 @@ import tensorflow as tf
 from agents.off_policy import ReplayAgent
 from framework.learner import Learner, UpdateGroup
 from framework.parts import networks
-from framework.parts.exploration import LinearSchedule, epsilon_greedy, q_value_diagnostics
+from framework.parts.exploration import (
+    LinearSchedule,
+    check_probability_schedule,
+    epsilon_greedy,
+    q_value_diagnostics,
+)
 from framework.parts.gradient_processors import GradientProcessor
 from framework.parts.losses import TDHuberLoss
 from framework.parts.replay import UniformReplay
@@ -75,6 +80,7 @@ class DQNAgent(ReplayAgent):
         self.num_actions = require_discrete(self, action_space)
         require_box_observations(self, observation_space)
         self.epsilon = epsilon or LinearSchedule()
+        check_probability_schedule("DQNAgent.epsilon", self.epsilon)
         self.eval_epsilon = eval_epsilon
         self.loss = loss or TDHuberLoss()
         self.td_target = td_target or QLearningTarget()

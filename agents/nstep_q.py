@@ -29,7 +29,12 @@ from agents.on_policy import RolloutAgent
 from framework.agent import Metrics, State, VectorStep
 from framework.learner import Batch, Learner, UpdateGroup
 from framework.parts import networks
-from framework.parts.exploration import LinearSchedule, epsilon_greedy, q_value_diagnostics
+from framework.parts.exploration import (
+    LinearSchedule,
+    check_probability_schedule,
+    epsilon_greedy,
+    q_value_diagnostics,
+)
 from framework.parts.gradient_processors import GradientProcessor
 from framework.parts.losses import TDHuberLoss
 from framework.parts.returns import NStepReturns, Rollout, merge_time_and_envs
@@ -80,6 +85,7 @@ class NStepQAgent(RolloutAgent):
         self.target.set_weights(self.online.get_weights())
         final_epsilon = float(self.rng.choice(final_epsilons, p=final_epsilon_probs))
         self.epsilon = LinearSchedule(1.0, final_epsilon, epsilon_duration)
+        check_probability_schedule("NStepQAgent.final_epsilon", self.epsilon)
         self.rollout = Rollout(n_steps, observation_space)
         self.acting = networks.acting_forward(self.online)
         self.learner = Learner(

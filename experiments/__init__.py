@@ -12,9 +12,8 @@ import datetime
 import os
 import re
 import signal
-import threading
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:  # imported inside the calls: importing this package stays cheap
@@ -22,51 +21,15 @@ if TYPE_CHECKING:  # imported inside the calls: importing this package stays che
     from framework.run_directory import RunDirectory
     from framework.runner import Runner
 
-from experiments.errors import RunError, required_binding_message, without_gin_call_stack
+from experiments.errors import (
+    RunError,
+    RunStopped,
+    required_binding_message,
+    without_gin_call_stack,
+)
+from experiments.stopping import REQUESTS
 
 DEFAULT_GIN_FILE = "gin_configs/dqn/cartpole.gin"
-
-
-class RunStopped(Exception):
-    """Training stopped by SIGTERM or SIGINT after checkpointing; the message says where and
-    how to resume. `exit_code` is the shell's convention: 128 + the signal's number."""
-
-    def __init__(self, message: str, exit_code: int):
-        super().__init__(message)
-        self.exit_code = exit_code
-
-
-@contextlib.contextmanager
-def _stop_on_signals(runner) -> Iterator[None]:
-    """SIGTERM (a scheduler, `docker stop`) and SIGINT (Ctrl-C) ask the runner to stop after
-    the current step and checkpoint it; a second signal is taken only once that is saved.
-
-    Only the main thread can install handlers; elsewhere (a sweep's worker thread) the
-    default behaviour stays.
-    """
-    from absl import logging
-
-    def request_stop(signum: int, frame) -> None:
-        del frame
-        name = signal.Signals(signum).name
-        if runner.stop_requested is None:
-            logging.warning(
-                "%s received: stopping after the current step, with a checkpoint.", name
-            )
-            runner.stop_requested = name
-
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-    previous = {number: signal.signal(number, request_stop) for number in _STOP_SIGNALS}
-    try:
-        yield
-    finally:
-        for number, handler in previous.items():
-            signal.signal(number, handler)
-
-
-_STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT)
 
 
 @dataclasses.dataclass
@@ -136,6 +99,8 @@ def build(
     from framework.run_directory import RunDirectory
     from framework.runner import Runner
 
+    _check_arguments(gin_files, bindings, base_dir)
+    base_dir = None if base_dir is None else os.fspath(base_dir)
     if base_dir is not None and not base_dir.strip():
         raise RunError(
             "--base_dir is empty (an unset variable in a job script?). Give the run's folder, "
@@ -168,32 +133,32 @@ def build(
     return PreparedRun(runner, folder, command, declare_hparams, start_afresh)
 
 
-def _with_config_changes(message: str, folder) -> str:
-    """A checkpoint that does not fit is most often a changed config: say what changed."""
-    import difflib
+def _check_arguments(gin_files: object, bindings: object, base_dir: object) -> None:
+    """From Python, a string where a list belongs would be read one character at a time."""
+    for name, value, example in (
+        ("gin_files", gin_files, "['gin_configs/dqn/cartpole.gin']"),
+        ("bindings", bindings, "['Runner.num_steps = 1000']"),
+    ):
+        if not _is_list_of_strings(value):
+            why = " (a string alone would be read one character at a time)"
+            raise RunError(
+                f"{name} must be a list of strings, e.g. {example}; got {value!r}"
+                f"{why if isinstance(value, str) else ''}."
+            )
+    if base_dir is not None and not isinstance(base_dir, str | os.PathLike):
+        raise RunError(
+            f"base_dir must be a folder path (a string or a pathlib.Path), e.g. 'runs/my_run'; "
+            f"got {base_dir!r} ({type(base_dir).__name__})."
+        )
 
-    import gin
 
-    previous = folder.read_config()
-    if previous is None:
-        return message
-    current = gin.operative_config_str()
-    changed = [
-        line
-        for line in difflib.unified_diff(previous.splitlines(), current.splitlines(), n=0)
-        if line[:1] in "+-"
-        and line[:3] not in ("+++", "---")
-        and line[1:].strip()
-        and not line[1:].lstrip().startswith("#")
-    ]
-    if not changed:
-        return message
-    return (
-        f"The config changed since the checkpoints in {folder.checkpoint_dir} were written, "
-        f"and they do not fit it ({'; '.join(changed)}: - as config.gin has it, + now). "
-        "Resume with the config they were written with, or train the new one in a new "
-        f"--base_dir. In detail: {message}"
-    )
+def _is_list_of_strings(value: object) -> bool:
+    if isinstance(value, str | bytes):
+        return False
+    try:
+        return all(isinstance(item, str) for item in value)
+    except TypeError:  # not iterable
+        return False
 
 
 def _disk_message(error: OSError) -> str:
@@ -247,23 +212,40 @@ def run(prepared: PreparedRun) -> TrainResult:
     import gin
     from absl import logging
 
+    from experiments import resuming
     from framework import config, trials
     from framework.checkpointing import CheckpointError, CheckpointFormatError
-    from framework.run_directory import RunFolderBusyError
+    from framework.run_directory import DamagedRecordError, RunFolderBusyError
     from framework.runner import NonFiniteError, Stopped
     from framework.summaries import HParamsSession
 
     runner, folder = prepared.runner, prepared.folder
-    logging.info("Run folder: %s (tensorboard --logdir %s)", folder.base_dir, folder.base_dir)
     start = time.perf_counter()
     try:
+        REQUESTS.check_start_up()
+        logging.info("Run folder: %s (tensorboard --logdir %s)", folder.base_dir, folder.base_dir)
         with contextlib.closing(runner), folder.lock():
+            previous = folder.read_config()
+            change = (
+                previous
+                and folder.holds_checkpoints()
+                and resuming.identity_change(previous, gin.operative_config_str())
+            )
+            if change and not prepared.start_afresh:
+                raise resuming.refuse_identity_change(change, folder.base_dir)
+            if change:
+                target = folder.set_aside_checkpoints()
+                logging.warning(
+                    "Starting afresh (%s): set the run's checkpoints aside in %s.", change, target
+                )
             try:
                 resumed_from = runner.restore(prepared.start_afresh)
             except CheckpointFormatError as error:  # the code changed, not the config
                 raise RunError(str(error)) from None
             except CheckpointError as error:
-                raise RunError(_with_config_changes(str(error), folder)) from None
+                current = gin.operative_config_str()
+                raise RunError(resuming.explain_misfit(str(error), folder, current)) from None
+            REQUESTS.check_start_up()
             trial = trials.trial_of(gin.operative_config_str())
             metadata = config.run_metadata(prepared.command, runner.seed, trial.key)
             folder.record_start(gin.operative_config_str(), metadata, resumed_from)
@@ -277,7 +259,7 @@ def run(prepared: PreparedRun) -> TrainResult:
                 prepared.declare_hparams,
             )
             # A second signal while the workers finish (the checkpoint is saved) waits too.
-            with _stop_on_signals(runner):
+            with REQUESTS.stopping(runner):
                 try:
                     curve = runner.run(texts, hparams)
                 except BaseException:
@@ -293,7 +275,10 @@ def run(prepared: PreparedRun) -> TrainResult:
     except Stopped as stop:
         number = signal.Signals[stop.signal_name].value
         raise RunStopped(str(stop), 128 + number) from None
-    except (NonFiniteError, CheckpointError, RunFolderBusyError) as error:
+    except RunStopped:
+        runner.close()  # signalled during start-up: its environments and workers
+        raise
+    except (NonFiniteError, CheckpointError, RunFolderBusyError, DamagedRecordError) as error:
         raise RunError(str(error)) from error
     except OSError as error:  # disk full, a folder that cannot be written
         raise RunError(_disk_message(error)) from error

@@ -6,7 +6,11 @@ Starting it again on the same --base_dir resumes from the newest complete checkp
 
 import sys
 
-from experiments import quiet
+from experiments.stopping import REQUESTS
+
+REQUESTS.install()  # first: a Ctrl-C while TensorFlow loads or the agent builds stops the run
+
+from experiments import quiet  # noqa: E402
 
 quiet.import_tensorflow()
 
@@ -27,8 +31,9 @@ flags.DEFINE_bool("strict", False, "Fail, instead of warning, on bindings that n
 flags.DEFINE_bool(
     "start_afresh",
     False,
-    "Train from step 0 in a --base_dir whose records show checkpoints it no longer has "
-    "(what is left of them is set aside in discarded/).",
+    "Train from step 0 in a --base_dir whose records show checkpoints it no longer has, or "
+    "whose run had another seed, agent or environment (its checkpoints are set aside in "
+    "discarded/).",
 )
 
 

@@ -58,6 +58,11 @@ def run_sweep(
     """Runs every run of `sweep` that is not finished; returns the updated sweep."""
     if backend not in ("local", "ray"):
         raise usage_error(f"--backend must be 'local' or 'ray', got {backend!r}.")
+    if parallel is not None and parallel < 1:
+        raise usage_error(
+            f"--parallel must be >= 1 (runs at once), got {parallel}; leave it out for one "
+            "per core."
+        )
     parallel = parallel or os.cpu_count() or 1
     os.makedirs(sweep.base_dir, exist_ok=True)
     todo = [run for run in sweep.runs if run["status"] != STATUS_FINISHED]

@@ -163,6 +163,12 @@ def define(
     if base_dir is None:
         family = os.path.basename(os.path.dirname(resolved[-1]))
         base_dir = os.path.join("sweeps", f"{family}_{config_name}")
+    if os.path.exists(base_dir) and not os.path.isdir(base_dir):
+        raise usage_error(
+            f"--base_dir {base_dir!r} is a file, not a folder: a sweep keeps its record and "
+            "one folder per run there. Choose a folder (a new one starts a sweep, an existing "
+            "sweep's resumes it)."
+        )
     sweep = Sweep(
         base_dir=os.path.abspath(base_dir),
         gin_files=resolved,

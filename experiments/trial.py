@@ -94,8 +94,24 @@ def process_main(task: Task, connection, parent_pid: int) -> None:
     outcome = run(task)
     sys.stdout.flush()
     sys.stderr.flush()
-    connection.send(outcome)
-    connection.close()
+    report(connection, outcome, task)
+
+
+def report(connection, outcome: dict, task: Task) -> None:
+    """Sends the run's outcome to the sweep's driver, which may be gone (killed): its next
+    start finds the run in its folder, so that is said, not a BrokenPipeError."""
+    from absl import logging
+
+    try:
+        connection.send(outcome)
+        connection.close()
+    except OSError:
+        logging.warning(
+            "The sweep that started this run is gone; the run's outcome (%s) stays in %s, "
+            "and the sweep's next start takes it from there.",
+            outcome["status"],
+            task.base_dir,
+        )
 
 
 def _redirect_output(path: str) -> None:

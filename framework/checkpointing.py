@@ -240,7 +240,7 @@ class CheckpointStore:
             os.makedirs(self.directory, exist_ok=True)
             self._remove(prefix)  # re-saving a step: unmark, then clear the old files
             files = self._write(prefix, step, split)
-        except OSError as error:
+        except (OSError, tf.errors.OpError) as error:  # TF's own save: ResourceExhaustedError
             self._remove(prefix)  # nothing half written stays behind
             previous = [s for s in self.complete_steps() if s != step]
             intact = (
@@ -250,9 +250,8 @@ class CheckpointStore:
             )
             raise CheckpointWriteError(
                 f"Could not write the checkpoint at step {step} in {self.directory}: "
-                f"{error.strerror or error} ({error.filename or prefix}). Nothing of it was "
-                f"kept and {intact}; free the space (or fix the folder) and start the same "
-                "command again to resume."
+                f"{_write_failure(error, prefix)}. Nothing of it was kept and {intact}; free the "
+                "space (or fix the folder) and start the same command again to resume."
             ) from error
         self._prune(keep=step)
         return sum(os.path.getsize(path) for path in [*files, prefix + _MARKER_SUFFIX])
@@ -451,6 +450,17 @@ class CheckpointStore:
             os.remove(prefix + _MARKER_SUFFIX)
         for path in glob.glob(prefix + ".*") + glob.glob(prefix + "_temp*"):
             _delete(path)
+
+
+def _write_failure(error: OSError | tf.errors.OpError, prefix: str) -> str:
+    """What failed, in words, with the file: the OS's reason, or TensorFlow's own (whose
+    variable save reports a full disk as ResourceExhaustedError)."""
+    if isinstance(error, tf.errors.OpError):
+        reason = " ".join(error.message.split())
+        if isinstance(error, tf.errors.ResourceExhaustedError):
+            reason = f"the disk is full ({reason})"
+        return f"{reason} ({prefix}.data-*, TensorFlow's variable save)"
+    return f"{error.strerror or error} ({error.filename or prefix})"
 
 
 def _delete(path: str) -> None:

@@ -50,8 +50,15 @@ def check(files: Sequence[str], bindings: Sequence[str]) -> None:
 
 
 def _read(path: str) -> str:
-    with open(path) as f:
-        return f.read()
+    with open(path, "rb") as f:
+        data = f.read()
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as error:
+        raise ValueError(
+            f"The gin file {path!r} is not UTF-8 text ({error.reason} at byte {error.start}): "
+            "a binary file, or one saved in another encoding. Give a gin config file (text)."
+        ) from None
 
 
 def _bindings(bindings: Sequence[str]) -> dict[Key, str]:

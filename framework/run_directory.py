@@ -5,6 +5,8 @@ files, and the readers that analysis and sweeps use. Nothing else decides a path
       .lock                         held (flock) by the one process training here
       config.gin                    the operative config of the latest start
       config.before-start-<N>.gin   the config start N replaced, when it changed
+      config-changes.diff           how the config of a start refused for not fitting the
+                                    checkpoints differed from config.gin
       metadata.json                 {"starts": [...], "last_checkpoint": N}
       checkpoints/                  complete-or-ignored checkpoints (framework/checkpointing.py)
       checkpoints/damaged/          damaged checkpoints, set aside, never deleted
@@ -44,6 +46,7 @@ from framework.atomic_files import atomic_write
 from framework.event_reader import read_scalars
 
 _CONFIG = "config.gin"
+_CONFIG_CHANGES = "config-changes.diff"  # a start whose config the checkpoints did not fit
 _METADATA = "metadata.json"
 _LOCK = ".lock"
 # Sorts after the run's own event files: TensorBoard reads a folder's files in name order.
@@ -69,6 +72,11 @@ class RunFolderBusyError(RuntimeError):
 
 class RunFolderError(OSError):
     """The run folder cannot be created or written; the message names it and why."""
+
+
+class DamagedRecordError(ValueError):
+    """config.gin or metadata.json cannot be read as what it should be; the message names the
+    file, what is wrong and what to do (the checkpoints are never touched)."""
 
 
 def _reason(error: OSError) -> str:
@@ -113,9 +121,16 @@ class RunDirectory:
         The lock belongs to an open file (flock), so the kernel releases it when the process
         dies, however it dies.
         """
+        lock_path = os.path.join(self.base_dir, _LOCK)
         try:
             os.makedirs(self.base_dir, exist_ok=True)
-            lock_file = open(os.path.join(self.base_dir, _LOCK), "a")  # noqa: SIM115
+            lock_file = open(lock_path, "a")  # noqa: SIM115
+        except IsADirectoryError:
+            raise RunFolderError(
+                f"The run folder's lock file {lock_path} is a folder, which this framework never "
+                f"makes (made by hand, or by another tool?). Nothing was changed: remove it "
+                f"(rmdir {lock_path}) and start the same command again."
+            ) from None
         except OSError as error:
             raise RunFolderError(
                 f"Cannot use {self.base_dir!r} as the run folder: {_reason(error)}. Choose a "
@@ -138,12 +153,18 @@ class RunDirectory:
         previous config as config.before-start-<N>.gin; metadata.json lists every start.
         """
         starts = self.starts()
+        if resumed_step is not None and not os.path.exists(os.path.join(self.base_dir, _METADATA)):
+            logging.warning(
+                "%s has no metadata.json: the records of the run's earlier starts are gone. "
+                "Resuming from its checkpoint; this start's records are written anew.",
+                self.base_dir,
+            )
         previous = self.read_config()
         if previous is not None and previous != operative_config:
             kept = os.path.join(self.base_dir, f"config.before-start-{len(starts) + 1}.gin")
             atomic_write(kept, previous)
         starts.append({**metadata, "resumed_from_step": resumed_step})
-        self._write_metadata(starts=starts)
+        self._write_metadata(starts=starts, best=self.best())
         self.write_config(operative_config)
 
     def record_checkpoint(self, step: int) -> None:
@@ -184,7 +205,7 @@ class RunDirectory:
     def keep_best_of(self, step: int | None) -> None:
         """A run resumed from `step` (None: from scratch) has a history up to it alone: a best
         snapshot taken after it is of a history it no longer has, and is set aside (the run
-        keeps its own best again as it evaluates). metadata.json names the one kept."""
+        keeps its own best again as it evaluates; `record_start` names the one kept)."""
         best = self.best()
         if best is not None and (step is None or best["step"] > step):
             target = self._discarded()
@@ -196,9 +217,17 @@ class RunDirectory:
                 target,
                 "step 0" if step is None else f"step {step}",
             )
-            best = None
-        if self._metadata().get("best") != best:  # a kill before the last save named it
-            self._write_metadata(best=best)
+
+    def holds_checkpoints(self) -> bool:
+        """Whether checkpoints/ has a complete checkpoint (marked, not yet verified)."""
+        return bool(checkpointing.complete_steps(self.checkpoint_dir))
+
+    def write_config_changes(self, text: str) -> str:
+        """The difference between config.gin and a config that does not fit its checkpoints;
+        returns the file's path."""
+        path = os.path.join(self.base_dir, _CONFIG_CHANGES)
+        atomic_write(path, text)
+        return path
 
     def write_config(self, operative_config: str) -> None:
         """The final config.gin: parts first called during training appear only at the end."""
@@ -418,17 +447,44 @@ class RunDirectory:
         return os.path.join(self.base_dir, "discarded", time.strftime("%Y%m%d-%H%M%S"))
 
     def _metadata(self) -> dict:
-        text = self._read(os.path.join(self.base_dir, _METADATA))
-        return {"starts": []} if text is None else json.loads(text)
+        path = os.path.join(self.base_dir, _METADATA)
+        text = self._read(path)
+        if text is None:
+            return {"starts": []}
+        try:
+            metadata = json.loads(text)
+        except ValueError as error:
+            raise self._damaged(path, f"not JSON ({error})") from None
+        if not isinstance(metadata, dict):
+            raise self._damaged(path, f"JSON, but a {type(metadata).__name__}, not an object")
+        return metadata
+
+    def _damaged(self, path: str, what: str) -> DamagedRecordError:
+        """One paragraph: which record, what is wrong with it, and the way on."""
+        name = os.path.basename(path)
+        meaning = {
+            _METADATA: "the records of the run's starts and its last checkpoint",
+            _CONFIG: "the config of the run's latest start",
+        }[name]
+        return DamagedRecordError(
+            f"{path} is damaged: {what}. It holds {meaning}; the checkpoints in "
+            f"{self.checkpoint_dir} do not depend on it and nothing was changed. Move it aside "
+            f"(mv {path} {path}.damaged) and start the same command again: the run resumes from "
+            "its newest checkpoint and writes a new one."
+        )
 
     def _write_metadata(self, **fields) -> None:
         metadata = self._metadata()
         metadata.update(fields)
         atomic_write(os.path.join(self.base_dir, _METADATA), json.dumps(metadata, indent=2))
 
-    @staticmethod
-    def _read(path: str) -> str | None:
+    def _read(self, path: str) -> str | None:
         if not os.path.exists(path):
             return None
-        with open(path) as f:
-            return f.read()
+        with open(path, "rb") as f:
+            data = f.read()
+        try:
+            return data.decode("utf-8")
+        except UnicodeDecodeError as error:
+            where = f"{error.reason} at byte {error.start}"
+            raise self._damaged(path, f"not UTF-8 text ({where})") from None

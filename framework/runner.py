@@ -55,6 +55,12 @@ class Stopped(Exception):
 
     def __init__(self, signal_name: str, step: int, checkpoint_dir: str, save_seconds: float):
         self.signal_name, self.step = signal_name, step
+        if step == 0:  # signalled as training began
+            super().__init__(
+                f"stopped by {signal_name} before the first training step; there was nothing "
+                "to checkpoint. Run the same command again to start."
+            )
+            return
         super().__init__(
             f"stopped by {signal_name} at environment step {step}; its checkpoint is in "
             f"{checkpoint_dir} (saving took {save_seconds:.2f} s). Run the same command again "
@@ -248,6 +254,14 @@ class Runner:
             self.run_directory.keep_best_of(None)
             return None
         step, state = restored
+        saved_step = state["runner"].get("env_steps")
+        if saved_step != step:  # an edited checkpoint would train steps again, logging them twice
+            raise CheckpointError(
+                f"The checkpoint at step {step} in {self._store.directory} holds the state of "
+                f"environment step {saved_step} (its files were edited or renamed), so resuming "
+                "it would train steps again and log them twice. Nothing was changed: move it "
+                "out of the folder to resume from the one before, or start a new --base_dir."
+            )
         try:
             self.state = RunnerState(**state["runner"])
             exact = self.driver.load_state(state["driver"], step)

@@ -89,8 +89,13 @@ def _register_ale_envs() -> None:
     gymnasium.register_envs(ale_py)
 
 
-def _check_env_id(env_id: str) -> None:
+def _check_env_id(env_id: str, factory: str) -> None:
     """Fails early with a readable message, as gymnasium's own error for a typo is unclear."""
+    if not isinstance(env_id, str):
+        raise UnknownEnvironmentError(
+            f"{factory}.env_id must be a gymnasium environment id, a string such as "
+            f"'CartPole-v1'; got {env_id!r} ({type(env_id).__name__})."
+        )
     if env_id.startswith("ALE/"):
         _register_ale_envs()
     if env_id in gymnasium.registry:
@@ -122,7 +127,7 @@ def make_env(
     `{'continuous': True}`); `wrappers` wrap it in order, innermost first
     (`[@wrappers.ClipAction, @NormalizeObservation]`, see `framework/parts/wrappers.py`).
     """
-    _check_env_id(env_id)
+    _check_env_id(env_id, "make_env")
     kwargs = _kwargs(env_kwargs, "make_env", reserved=("max_episode_steps", "render_mode"))
     if render_mode is not None:
         kwargs["render_mode"] = render_mode
@@ -179,7 +184,7 @@ def make_atari_env(
     go to ALE's constructor (`{'mode': 1}`), `wrappers` around the preprocessed environment.
     `render_mode` renders the emulator's own RGB frames, not the preprocessed ones.
     """
-    _check_env_id(env_id)
+    _check_env_id(env_id, "make_atari_env")
     # Frame skipping is done by AtariPreprocessing (which max-pools frames), not by the emulator.
     kwargs = _kwargs(
         env_kwargs, "make_atari_env", ("frameskip", "repeat_action_probability", "render_mode")

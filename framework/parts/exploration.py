@@ -8,6 +8,7 @@ ended (None: all); `state()`/`load_state()` carry what it remembers across a che
 """
 
 import math
+from collections.abc import Callable
 
 import gin
 import numpy as np
@@ -63,6 +64,26 @@ class LinearSchedule:
     def __call__(self, step: int) -> float:
         fraction = min(max(step, 0) / self.duration, 1.0)
         return self.start + fraction * (self.end - self.start)
+
+
+def check_probability_schedule(owner: str, schedule: Callable[[int], float]) -> None:
+    """An exploration probability stays in [0, 1] all run long: checked where it is one (the
+    generic schedule may decay anything), at its ends and, for a LinearSchedule, its corner."""
+    steps = [0, getattr(schedule, "duration", 0), 10**12]
+    for step in steps:
+        value = schedule(step)
+        if not 0.0 <= value <= 1.0:
+            raise ValueError(
+                f"{owner} gives an exploration probability of {value:g} at environment step "
+                f"{step} ({_described(schedule)}): epsilon must stay in [0, 1]. Bind its start and "
+                "end within [0, 1], e.g. LinearSchedule.start = 1.0."
+            )
+
+
+def _described(schedule: object) -> str:
+    fields = getattr(schedule, "__dict__", {})
+    values = ", ".join(f"{k}={v}" for k, v in fields.items() if not k.startswith("_"))
+    return f"{type(schedule).__name__}({values})"
 
 
 @gin.configurable

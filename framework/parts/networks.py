@@ -6,6 +6,7 @@ parameters are bound, so an agent can take any of them as its `network`.
 
 import ctypes
 from collections.abc import Callable, Sequence
+from typing import Any
 
 import gin
 import keras
@@ -34,6 +35,20 @@ def _head(features, num_outputs: int, dueling: bool, uniform_initial_output: boo
     return value + centred
 
 
+def _check_units(owner: str, hidden_units: Any) -> None:
+    """Layer widths are positive integers: Keras's own error does not name the binding."""
+    widths = [hidden_units] if isinstance(hidden_units, int) else hidden_units
+    try:
+        valid = all(isinstance(w, int) and not isinstance(w, bool) and w > 0 for w in widths)
+    except TypeError:  # not a sequence
+        valid = False
+    if not valid:
+        raise ValueError(
+            f"{owner}.hidden_units must be positive integers, one per layer (e.g. (256, 256)); "
+            f"got {hidden_units!r}."
+        )
+
+
 @gin.configurable
 def mlp(
     input_shape: Sequence[int],
@@ -53,6 +68,7 @@ def mlp(
             f"mlp.activation={activation!r} is not supported; use one of "
             f"{sorted(_NUMPY_ACTIVATIONS)}."
         )
+    _check_units("mlp", hidden_units)
     inputs = keras.Input(shape=tuple(input_shape), dtype="float32")
     features = keras.layers.Flatten()(inputs) if len(input_shape) > 1 else inputs
     for index, units in enumerate(hidden_units):
@@ -71,6 +87,7 @@ def nature_cnn(
     hidden_units: int = 512,
 ) -> keras.Model:
     """The Nature-DQN torso (Mnih et al., 2015) on uint8 frames, scaled to [0, 1] inside."""
+    _check_units("nature_cnn", hidden_units)
     inputs = keras.Input(shape=tuple(input_shape), dtype="uint8")
     x = keras.ops.cast(inputs, "float32") / 255.0
     x = keras.layers.Conv2D(32, 8, strides=4, activation="relu")(x)
@@ -250,6 +267,7 @@ def actor_mlp(
             f"actor_mlp.activation={activation!r} is not supported; use one of "
             f"{sorted(_NUMPY_ACTIVATIONS)}."
         )
+    _check_units("actor_mlp", hidden_units)
     scale = ScaleToBounds(low, high, name="scale_to_bounds")
     inputs = keras.Input(shape=tuple(input_shape), dtype="float32")
     features = inputs
@@ -278,6 +296,7 @@ def critic_mlp(
     """
     if not hidden_units:
         raise ValueError("critic_mlp needs at least one hidden layer: the action joins after it.")
+    _check_units("critic_mlp", hidden_units)
     observation = keras.Input(shape=tuple(observation_shape), dtype="float32", name="observation")
     action = keras.Input(shape=(action_size,), dtype="float32", name="action")
     features = keras.layers.Dense(hidden_units[0], activation=activation, name="hidden_0")(
@@ -338,6 +357,7 @@ def actor_critic_mlp(
             f"actor_critic_mlp.activation={activation!r} is not supported; use one of "
             f"{sorted(_NUMPY_ACTIVATIONS)}."
         )
+    _check_units("actor_critic_mlp", hidden_units)
 
     def dense(units, gain, name, layer_activation=None):
         initializer = keras.initializers.Orthogonal(gain) if orthogonal_init else "glorot_uniform"

@@ -4,6 +4,7 @@ import errno
 import glob
 import json
 import os
+import re
 import shutil
 import subprocess
 
@@ -110,6 +111,31 @@ BAD_CONFIGS = {
         ["Runner.driver = @AsynchronousDriver"],
         ["AsynchronousDriver needs an agent", "DQNAgent has no shared_variables", "synchronous"],
     ),
+    "a_zero_learning_rate_as_an_integer": (
+        BANDIT,
+        ["optimizers.Adam.learning_rate = 0"],
+        ["optimizers.Adam.learning_rate (as the config binds it)", "learning_rate=0"],
+    ),
+    "a_string_learning_rate": (
+        BANDIT,
+        ["optimizers.Adam.learning_rate = 'fast'"],
+        ["optimizers.Adam.learning_rate (as the config binds it)", "learning_rate=fast"],
+    ),
+    "a_layer_of_no_units": (
+        DQN,
+        ["mlp.hidden_units = (0,)"],
+        ["mlp.hidden_units must be positive integers", "got (0,)"],
+    ),
+    "a_number_for_an_environment_id": (
+        DQN,
+        ["make_env.env_id = 5"],
+        ["make_env.env_id must be a gymnasium environment id", "got 5 (int)"],
+    ),
+    "an_exploration_probability_above_one": (
+        DQN,
+        ["LinearSchedule.start = 2.0"],
+        ["DQNAgent.epsilon gives an exploration probability of 2 at environment step 0"],
+    ),
 }
 
 
@@ -133,16 +159,46 @@ def test_bad_config_is_one_paragraph_naming_the_culprit(tmp_path, case):
         ("Runner.num_steps = 100\nRunner.eval_interval = 5\nRunner.num_steps = 200\n",
          ["Runner.num_steps is bound twice in gin file", "line 1", "line 3"]),
         ("include 'gin_configs/reinforce/nope.gin'\n", ["nope.gin", "not found"]),
+        (b"\x89PNG\r\n\x1a\n\x00\xff", ["bad.gin' is not UTF-8 text", "a binary file"]),
     ],
-    ids=["unclosed_paren", "empty", "bound_twice", "missing_include"],
+    ids=["unclosed_paren", "empty", "bound_twice", "missing_include", "binary"],
 )  # fmt: skip
 def test_bad_gin_file_is_one_paragraph_naming_it(tmp_path, text, culprits):
-    (tmp_path / "bad.gin").write_text(text)
+    data = text if isinstance(text, bytes) else text.encode()
+    (tmp_path / "bad.gin").write_bytes(data)
     with pytest.raises(experiments.RunError) as raised:
         experiments.build([str(tmp_path / "bad.gin")], [], str(tmp_path / "run"))
     for culprit in culprits:
         assert culprit in str(raised.value), str(raised.value)
     assert not (tmp_path / "run").exists()
+
+
+@pytest.mark.parametrize(
+    ("arguments", "message"),
+    [
+        (dict(base_dir=123), "base_dir must be a folder path (a string or a pathlib.Path)"),
+        (dict(gin_files="x.gin"), "gin_files must be a list of strings, e.g."),
+        (dict(bindings="Runner.num_steps = 5"), "bindings must be a list of strings, e.g."),
+        (dict(gin_files=[5]), "gin_files must be a list of strings"),
+    ],
+)
+def test_arguments_of_the_wrong_type_from_python_are_one_paragraph(tmp_path, arguments, message):
+    with pytest.raises(experiments.RunError, match=re.escape(message)):
+        experiments.train(**{"gin_files": BANDIT, "base_dir": str(tmp_path / "run"), **arguments})
+    assert not (tmp_path / "run").exists()
+
+
+def test_a_path_object_is_a_base_dir(tmp_path):
+    prepared = experiments.build(BANDIT, ["Runner.num_steps = 10"], tmp_path / "run")
+    assert prepared.folder.base_dir == str(tmp_path / "run")
+    prepared.runner.close()
+
+
+def test_a_lock_file_that_is_a_folder_is_named(tmp_path):
+    (tmp_path / ".lock").mkdir()
+    with pytest.raises(experiments.RunError, match=r"lock file .*\.lock is a folder") as raised:
+        experiments.train(BANDIT, TINY, str(tmp_path))
+    assert f"rmdir {tmp_path / '.lock'}" in str(raised.value)
 
 
 def test_overriding_across_sources_stays_legal_and_is_logged(tmp_path, caplog):
@@ -313,6 +369,10 @@ def test_a_changed_config_is_named_when_the_checkpoint_does_not_fit(tmp_path):
     message = str(raised.value)
     assert message.startswith("The config changed since the checkpoints in"), message
     assert "-mlp.hidden_units = (256, 256); +mlp.hidden_units = (32,)" in message, message
+    assert "-Runner.num_steps" not in message and len(message) < 700, message  # what decides it
+    diff = (tmp_path / "config-changes.diff").read_text()
+    assert f"The whole difference, and what the checkpoint lacks, is in {tmp_path}" in message
+    assert "+Runner.num_steps = 400" in diff and "No usable checkpoint in" in diff
 
 
 def test_a_checkpoint_of_the_format_before_the_one_runner_is_one_paragraph(tmp_path):
@@ -368,3 +428,101 @@ def test_a_crash_inside_a_prune_is_finished_by_the_next_start(tmp_path, monkeypa
 def test_metadata_records_the_last_checkpoint_outside_checkpoints(tmp_path):
     experiments.train(BANDIT, TINY, str(tmp_path))
     assert json.loads((tmp_path / "metadata.json").read_text())["last_checkpoint"] == 300
+
+
+DAMAGED_RECORDS = [  # (file, content, what the paragraph says is wrong)
+    ("metadata.json", b"", "metadata.json is damaged: not JSON"),
+    ("metadata.json", b'{"starts": [\xff\xfe]}', "metadata.json is damaged: not UTF-8 text"),
+    ("metadata.json", b"[1, 2]", "metadata.json is damaged: JSON, but a list"),
+    ("config.gin", b"Runner.num_steps = \xff\xfe", "config.gin is damaged: not UTF-8 text"),
+]
+
+
+def test_a_damaged_record_is_one_paragraph_that_loses_no_checkpoint(tmp_path):
+    trained = tmp_path / "trained"
+    experiments.train(BANDIT, TINY, str(trained))
+    for index, (record, content, what) in enumerate(DAMAGED_RECORDS):
+        run = tmp_path / str(index)
+        shutil.copytree(trained, run)
+        (run / record).write_bytes(content)
+        checkpoints = sorted(os.listdir(run / "checkpoints"))
+        for start_afresh in (False, True):
+            with pytest.raises(experiments.RunError, match=what) as raised:
+                experiments.train(BANDIT, TINY, str(run), start_afresh=start_afresh)
+            assert f"mv {run / record} {run / record}.damaged" in str(raised.value)
+            assert sorted(os.listdir(run / "checkpoints")) == checkpoints
+            assert (run / record).read_bytes() == content
+    (run / record).rename(run / f"{record}.damaged")  # as the paragraph says
+    longer = [*TINY[1:], "Runner.num_steps = 400"]
+    assert experiments.train(BANDIT, longer, str(run)).resumed_from == 300
+
+
+def test_a_missing_metadata_file_is_said_and_the_run_resumes(tmp_path, caplog):
+    experiments.train(BANDIT, TINY, str(tmp_path))
+    (tmp_path / "metadata.json").unlink()
+    result = experiments.train(BANDIT, [*TINY[1:], "Runner.num_steps = 400"], str(tmp_path))
+    assert result.resumed_from == 300
+    assert "no metadata.json: the records of the run's earlier starts are gone" in caplog.text
+
+
+def test_a_full_disk_in_tensorflows_own_variable_save_is_one_paragraph(small_filesystem):
+    """The networks and optimizer (~1.1 MB at 256x256) do not fit twice in 3 MB."""
+    base_dir = small_filesystem / "run"
+    bindings = [
+        "Runner.num_steps = 4000",
+        "Runner.eval_interval = 4000",
+        "Runner.eval_episodes = 1",
+        "Runner.checkpoint_interval = 2000",
+        "Runner.max_checkpoints_to_keep = 1",
+        "DQNAgent.learning_starts = 1000",
+        "DQNAgent.train_freq = 1000",
+        "UniformReplay.capacity = 1000",
+    ]
+    (small_filesystem / "filler").write_bytes(b"\0" * (1200 * 1024))
+    with pytest.raises(experiments.RunError) as raised:
+        experiments.train(DQN, bindings, str(base_dir))
+    message = str(raised.value)
+    assert "Could not write the checkpoint at step 4000" in message, message
+    assert "the disk is full" in message and "TensorFlow's variable save" in message, message
+    assert "step 2000 is intact" in message, message
+    assert complete_steps(str(base_dir / "checkpoints")) == [2000]
+
+
+def test_a_checkpoint_whose_state_is_of_another_step_is_refused(tmp_path):
+    experiments.train(BANDIT, TINY, str(tmp_path))
+    prefix = tmp_path / "checkpoints" / "ckpt-300"
+    values = json.loads((prefix.parent / "ckpt-300.values.json").read_text())
+    values["values"]["runner/env_steps"] = 200  # an edit, re-hashed so that it looks whole
+    (prefix.parent / "ckpt-300.values.json").write_text(json.dumps(values))
+    marker = json.loads((prefix.parent / "ckpt-300.complete").read_text())
+    marker["files"]["ckpt-300.values.json"] = checkpointing._sha256(
+        str(prefix.parent / "ckpt-300.values.json")
+    )
+    (prefix.parent / "ckpt-300.complete").write_text(json.dumps(marker))
+    with pytest.raises(experiments.RunError, match="holds the state of environment step 200"):
+        experiments.train(BANDIT, [*TINY[1:], "Runner.num_steps = 400"], str(tmp_path))
+
+
+def test_a_resume_keeps_the_seed_the_agent_and_the_environment(tmp_path):
+    experiments.train(BANDIT, TINY, str(tmp_path), seed=1)
+    longer = [*TINY[1:], "Runner.num_steps = 400"]
+    changes = {
+        "the seed (Runner.seed: 1 then, 5 now)": (BANDIT, longer, 5),
+        "the agent (Runner.agent: @ReinforceAgent then, @DQNAgent now)": (DQN, longer, 1),
+        "the environment (make_env.env_id: 'MultiArmedBandit-v0' then, 'CartPole-v1' now)": (
+            ["gin_configs/reinforce/cartpole.gin"],
+            longer,
+            1,
+        ),
+    }
+    for change, (gin_files, bindings, seed) in changes.items():
+        with pytest.raises(experiments.RunError) as raised:
+            experiments.train(gin_files, bindings, str(tmp_path), seed=seed)
+        assert change in str(raised.value), str(raised.value)
+        assert len(str(raised.value)) < 700
+        assert complete_steps(str(tmp_path / "checkpoints")) == [300, 200, 100]
+    result = experiments.train(BANDIT, longer, str(tmp_path), seed=1)  # its own seed resumes
+    assert result.resumed_from == 300
+    result = experiments.train(BANDIT, TINY, str(tmp_path), seed=5, start_afresh=True)
+    assert result.resumed_from is None and result.env_steps == 300
+    assert glob.glob(str(tmp_path / "discarded" / "*" / "checkpoints" / "ckpt-400.complete"))

@@ -140,3 +140,22 @@ def _running_in_group(group: int) -> list[int]:
         if int(process_group) == group and state != "Z":
             running.append(int(path.split("/")[2]))
     return running
+
+
+def test_a_signal_during_start_up_stops_before_anything_is_written(tmp_path):
+    """TensorFlow's import and the agent's building take seconds: a Ctrl-C then is not lost."""
+    cases = {"sigint": (signal.SIGINT, 1.0, 130), "sigterm": (signal.SIGTERM, 2.0, 143)}
+    processes = {name: cli.start(tmp_path / name, GIN_FILE, BINDINGS) for name in cases}
+    started = time.monotonic()
+    for name, (number, delay, _) in sorted(cases.items(), key=lambda case: case[1][1]):
+        time.sleep(max(0.0, started + delay - time.monotonic()))
+        processes[name].send_signal(number)
+    for name, (number, _, exit_code) in cases.items():
+        _, stderr = processes[name].communicate(timeout=120)
+        assert processes[name].returncode == exit_code, stderr[-3000:]
+        assert stderr.rstrip().splitlines()[-1] == (
+            f"experiments.run: stopped by {signal.Signals(number).name} during start-up, "
+            "before training began; nothing was written."
+        )
+        assert "Traceback" not in stderr
+        assert not os.path.exists(tmp_path / name)

@@ -218,6 +218,27 @@ def test_bad_sweep_flags_and_another_sweeps_folder_are_one_paragraph_errors(grid
         sweep.define([BANDIT], [], ["optimizers.Adam.learning_rate=uniform(0, 1)"])
     with pytest.raises(sweep.RunError, match="holds a different sweep"):
         sweep.define([BANDIT], TINY, [LEARNING_RATES], seeds=3, base_dir=grid.base_dir)
+    a_file = tmp_path / "notes.txt"
+    a_file.write_text("mine")
+    with pytest.raises(sweep.RunError, match="is a file, not a folder"):
+        sweep.define([BANDIT], TINY, [LEARNING_RATES], base_dir=str(a_file))
+    assert a_file.read_text() == "mine"
+    definition = sweep.define([BANDIT], TINY, [LEARNING_RATES], base_dir=str(tmp_path / "new"))
+    with pytest.raises(sweep.RunError, match="--parallel must be >= 1"):
+        sweep.run_sweep(definition, parallel=0)
+    assert not (tmp_path / "new").exists()
+
+
+def test_a_run_whose_sweep_was_killed_says_so_in_its_log_not_a_traceback(caplog):
+    import multiprocessing
+
+    from experiments import trial
+
+    receiving, sending = multiprocessing.Pipe(duplex=False)
+    receiving.close()  # the driver is gone
+    task = trial.Task("t", ("a.gin",), (), "/tmp/run", 0)
+    trial.report(sending, {"status": trial.STATUS_INTERRUPTED}, task)
+    assert "The sweep that started this run is gone" in caplog.text
 
 
 def test_a_sweep_on_a_local_ray_instance(local_ray, tmp_path):
