@@ -19,6 +19,7 @@ import ast
 import dataclasses
 import difflib
 import inspect
+import re
 import sys
 import textwrap
 from collections.abc import Sequence
@@ -76,7 +77,22 @@ class Part:
 
     @property
     def summary(self) -> str:
-        return self.doc.splitlines()[0] if self.doc else "(no docstring)"
+        return first_sentence(self.doc) if self.doc else "(no docstring)"
+
+
+# A full stop that ends no sentence: an abbreviation's.
+_ABBREVIATIONS = ("e.g.", "i.e.", "et al.", "cf.", "vs.", "etc.")
+
+
+def first_sentence(doc: str) -> str:
+    """The first sentence of a docstring's first paragraph, its lines joined (a colon that
+    introduces a formula or a list ends it); the whole paragraph if no full stop ends one."""
+    paragraph = " ".join(doc.strip().split("\n\n")[0].split())
+    for end in re.finditer(r"[.!?](?=\s|$)", paragraph):
+        sentence = paragraph[: end.end()]
+        if not sentence.endswith(_ABBREVIATIONS):
+            return sentence
+    return paragraph[:-1] + "." if paragraph.endswith(":") else paragraph
 
 
 def register_parts() -> None:

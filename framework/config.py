@@ -112,7 +112,49 @@ def _explain(error: Exception) -> str:
             close = difflib.get_close_matches(parameter.group(2), allowed, n=2)
             hint = f" Its parameters are: {', '.join(allowed)}."
             hint += f" Did you mean {' or '.join(map(repr, close))}?" if close else ""
+            hint += _bound_elsewhere(parameter.group(2), configurable)
     return " ".join(message.split()) + hint
+
+
+def _bound_elsewhere(name: str, configurable) -> str:
+    """Where a parameter `name` does exist (an optimizer's learning_rate, not the agent's):
+    the parts that take it, those this config already binds or refers to first."""
+    owners = [
+        other
+        for other in gin.config._REGISTRY._selector_map.values()  # no public listing exists
+        if other.wrapped is not configurable and other.module != "gin" and _takes(other, name)
+    ]
+    if not owners:
+        return ""
+    used = {selector for _, selector in gin.config._CONFIG}
+    used |= {r.configurable.selector for r in gin.config.iterate_references(gin.config._CONFIG)}
+    owners.sort(key=lambda other: (other.selector not in used, _config_name(other)))
+    named = [
+        f"{_config_name(other)}.{name}{' (this config uses it)' if other.selector in used else ''}"
+        for other in owners[:3]
+    ]
+    more = f" and {len(owners) - 3} more" if len(owners) > 3 else ""
+    return f" {name} is a parameter of other parts: {', '.join(named)}{more}."
+
+
+def _takes(configurable, name: str) -> bool:
+    """Whether a config may bind `name` on `configurable` (its allowlist and denylist too)."""
+    try:
+        parameters = _parameters(configurable.wrapped)
+    except (TypeError, ValueError):  # a signature inspect cannot read
+        return False
+    if configurable.allowlist and name not in configurable.allowlist:
+        return False
+    return name in parameters and name not in (configurable.denylist or ())
+
+
+def _config_name(configurable) -> str:
+    """The name a config writes: the full selector when short ('optimizers.Adam'), else the
+    shortest unique one ('mlp' for framework.parts.networks.mlp)."""
+    selector = configurable.selector
+    if selector.count(".") <= 1:
+        return selector
+    return gin.config._REGISTRY.minimal_selector(selector)
 
 
 def _parameters(configurable) -> list[str]:

@@ -132,7 +132,7 @@ def test_the_catalogue_lists_the_parts_of_what_the_gin_file_imports(mine, monkey
     section = section.split("\n\n")[0]  # up to the next kind
     names = re.findall(r"^  (\S+) - ", section, re.M)
     assert names == ["MyA2C", "ScaledTDMSELoss", "tiny_mlp"]
-    assert "  ScaledTDMSELoss - Mean squared TD error, scaled by `scale`." in section
+    assert "  ScaledTDMSELoss - Mean squared TD error, scaled by `scale`.\n" in section
     assert "      scale=1.0\n" in section
     described = parts.describe("ScaledTDMSELoss", yours)
     assert "defined in: my_parts.ScaledTDMSELoss" in described

@@ -85,6 +85,18 @@ def test_a_runs_config_finds_its_modules_where_the_run_found_them(tmp_path):
     assert gin.query_parameter("where_the_run_found_it_part.scale") == 0.5
 
 
+def test_an_unknown_parameter_names_the_parts_that_take_it():
+    with pytest.raises(config.ConfigError) as error:
+        config.parse(["gin_configs/dqn/cartpole.gin"], ["DQNAgent.learning_rate = 0.01"])
+    message = str(error.value)
+    assert "Did you mean 'learning_starts'?" in message
+    assert (
+        "learning_rate is a parameter of other parts: optimizers.Adam.learning_rate (this config "
+        "uses it), optimizers.RMSprop.learning_rate, optimizers.SGD.learning_rate." in message
+    )
+    assert "\n" not in message
+
+
 def test_a_package_form_include_logs_no_probe(tmp_path, monkeypatch, caplog):
     """dqn/cartpole.gin includes 'gin_configs/dqn/cartpole_common.gin': from another folder gin
     tries it as a package path first, and its reader logs each try (INFO, and ERROR "Path not
