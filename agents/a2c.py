@@ -87,6 +87,13 @@ class ActorCriticLoss:
 
 @gin.configurable
 class A2CAgent(RolloutAgent):
+    """Synchronous advantage actor-critic (Mnih et al., 2016): a softmax policy and V(s) learned
+    from rollouts of `n_steps` vector steps.
+
+    Parts left None: `NStepReturns`, `PolicyGradientLoss`, `TDMSELoss` (V's, weighted by
+    `value_loss_coef`) and RMSprop(7e-4, rho=0.99, epsilon=1e-5). Evaluation acts greedily.
+    """
+
     def __init__(
         self,
         observation_space: gym.Space,

@@ -43,7 +43,8 @@ from framework.validation import require_positive, require_unit_interval
 
 @gin.configurable
 class DDPGAgent(ReplayAgent):
-    """DDPG; TD3 with `num_critics=2, target_noise=0.2, actor_every=2`.
+    """DDPG (Lillicrap et al., 2015) for continuous actions; TD3 (Fujimoto et al., 2018) with
+    `num_critics=2, target_noise=0.2, actor_every=2`.
 
     Parts left None: `DeterministicPolicyLoss`, `TDMSELoss`, `MinCriticTarget`, Adam(1e-3) for
     each group, `SoftUpdate(tau=0.005)` (over the actor and every critic), `GaussianNoise()`.

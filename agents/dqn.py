@@ -43,6 +43,12 @@ from framework.validation import (
 
 @gin.configurable
 class DQNAgent(ReplayAgent):
+    """Deep Q-learning (Mnih et al., 2015) from a replay, acting epsilon-greedily on its Q-network.
+
+    Parts left None: `TDHuberLoss`, `QLearningTarget`, Adam(1e-4), `HardUpdate()` and a
+    `LinearSchedule()` of epsilon. `eval_epsilon`: the evaluation policy's epsilon (0: greedy).
+    """
+
     def __init__(
         self,
         observation_space: gym.Space,

@@ -49,6 +49,14 @@ from framework.validation import (
 
 @gin.configurable
 class NStepQAgent(RolloutAgent):
+    """n-step Q-learning from on-policy rollouts (Mnih et al., 2016): asynchronous n-step Q's
+    agent under `AsynchronousDriver`, or a synchronous one over a vector environment.
+
+    Parts left None: `TDHuberLoss`, RMSprop(7e-4, rho=0.99, epsilon=1e-5) and `HardUpdate()`.
+    Epsilon anneals from 1 to a final epsilon drawn from `final_epsilons` (with
+    `final_epsilon_probs`) over `epsilon_duration` of the agent's own transitions.
+    """
+
     def __init__(
         self,
         observation_space: gym.Space,

@@ -48,6 +48,16 @@ def discounted_returns(rewards: np.ndarray, gamma: float) -> np.ndarray:
 
 @gin.configurable
 class ReinforceAgent(Agent):
+    """REINFORCE (Williams, 1992): a softmax policy learned from whole episodes' returns-to-go,
+    with an optional learned baseline V(s).
+
+    Parts left None: `PolicyGradientLoss` and Adam(1e-3). One update per `episodes_per_update`
+    finished episodes; `normalize_returns` standardises the returns of an update.
+    `greedy_evaluation = False` evaluates the policy itself, sampling its actions (from the
+    evaluation's own generator), not its most probable action: on a bandit, where every policy
+    that learns soon prefers the best arm, an evaluation then tells how sure it is.
+    """
+
     def __init__(
         self,
         observation_space: gym.Space,
@@ -62,6 +72,7 @@ class ReinforceAgent(Agent):
         baseline_loss_coef: float = 0.5,
         normalize_returns: bool = False,
         episodes_per_update: int = 1,
+        greedy_evaluation: bool = True,
     ):
         super().__init__(observation_space, action_space, seed)
         require_positive(self, episodes_per_update=episodes_per_update)
@@ -71,6 +82,7 @@ class ReinforceAgent(Agent):
         self.gamma = gamma
         self.normalize_returns = normalize_returns
         self.episodes_per_update = episodes_per_update
+        self.greedy_evaluation = greedy_evaluation
         self.baseline_loss_coef = baseline_loss_coef
         shape = observation_space.shape
         self.policy = network(shape, self.num_actions)
@@ -96,9 +108,11 @@ class ReinforceAgent(Agent):
 
     def act(self, observations: np.ndarray, explore: bool) -> np.ndarray:
         logits = self._policy_numpy(observations)  # [N, A]
-        if not explore:
+        if explore:
+            return exploration.sample_softmax(logits, self.rng)
+        if self.greedy_evaluation:
             return np.argmax(logits, axis=-1)
-        return exploration.sample_softmax(logits, self.rng)
+        return exploration.sample_softmax(logits, self.eval_rng)
 
     def observe(self, step: VectorStep) -> None:
         if not self._episodes:

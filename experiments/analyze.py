@@ -23,6 +23,7 @@ comparison.png with the probability that B improves on A.
 
 import dataclasses
 import math
+import numbers
 import os
 import re
 import sys
@@ -427,22 +428,41 @@ def plot_learning_curves(
     plt.close(figure)
 
 
+def parameter_axis(values: Sequence) -> str:
+    """How a swept binding's values are plotted: "log" where they are positive numbers that
+    span a decade or more (a learning rate of 1e-3 and 1e-2: a linear axis would crowd the small
+    ones at its left edge), "linear" for other numbers, else "categories" (strings, booleans,
+    references)."""
+    numeric = all(
+        isinstance(v, numbers.Real) and not isinstance(v, bool | np.bool_) and math.isfinite(v)
+        for v in values
+    )
+    if not numeric:
+        return "categories"
+    if min(values) > 0 and max(values) / min(values) >= 10:
+        return "log"
+    return "linear"
+
+
 def plot_final_vs_parameter(runs_frame, trials_frame, parameter: str, path: str) -> None:
     """Every run's final eval return against one swept binding (dots), and each trial's IQM
-    with its 95% interval (bars); a log axis when the values span more than a decade."""
+    with its 95% interval (bars); a log axis when the values span a decade or more."""
     plt = _pyplot()
     figure, axes = plt.subplots(figsize=(6, 4))
     values = list(trials_frame[parameter])
-    numeric = all(isinstance(v, int | float) and not isinstance(v, bool) for v in values)
-    if numeric:
-        x_of = {v: float(v) for v in values}
-        positive = [v for v in x_of.values() if v > 0]
-        if len(positive) == len(values) and max(positive) / min(positive) > 10:
-            axes.set_xscale("log")
-    else:
+    axis = parameter_axis(values)
+    if axis == "categories":
         categories = sorted({str(v) for v in values})
         x_of = {v: categories.index(str(v)) for v in values}
         axes.set_xticks(range(len(categories)), categories, rotation=30, ha="right")
+    else:
+        x_of = {v: float(v) for v in values}
+        if axis == "log":
+            axes.set_xscale("log")
+            ticks = sorted(set(x_of.values()))
+            if len(ticks) <= 8:  # a grid's values, each labelled (a random sweep's: decades)
+                axes.set_xticks(ticks, [f"{tick:g}" for tick in ticks])
+                axes.minorticks_off()
     axes.scatter(
         [x_of[v] for v in runs_frame[parameter]],
         runs_frame["final_eval_return"],

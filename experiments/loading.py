@@ -48,6 +48,7 @@ def load(
 
     As `train`, it parses the run's config into gin's global config (clearing what was bound
     before) and seeds the global generators with the run's seed."""
+    from framework import config
     from framework.checkpointing import CheckpointError, CheckpointMismatchError
     from framework.parts import wrappers
     from framework.policy import Policy
@@ -61,7 +62,9 @@ def load(
             f"{run_dir!r} is not a run folder: it has no config.gin (a run folder is the "
             "--base_dir of `experiments.run`, printed when it starts, e.g. runs/dqn_cartpole_...)."
         )
-    spaces = _configure(os.path.join(run_dir, "config.gin"), bindings)
+    starts = folder.starts()
+    import_folders = config.recorded_import_folders(starts[-1]) if starts else []
+    spaces = _configure(os.path.join(run_dir, "config.gin"), bindings, import_folders)
     factories = _factories()
     seeds = run_seeds(factories["seed"])  # as the runner does, before it builds anything
     env = _environment(factories["env_factory"], render_mode)
@@ -101,9 +104,10 @@ def load(
     )
 
 
-def _configure(path: str, bindings: Sequence[str]) -> tuple | None:
+def _configure(path: str, bindings: Sequence[str], import_folders: Sequence[str]) -> tuple | None:
     """Parses the run's config.gin with `bindings` on top, saying which lines they change;
-    returns the spaces of the run's own environment where bindings may have changed it."""
+    returns the spaces of the run's own environment where bindings may have changed it.
+    Its `import` lines find their modules where the run found them (`import_folders`)."""
     import gin
     from absl import logging
 
@@ -111,14 +115,14 @@ def _configure(path: str, bindings: Sequence[str]) -> tuple | None:
     from framework import config, runner  # noqa: F401  (the runner's parts, as `build`)
 
     gin.clear_config()
-    _built(lambda: config.parse([path], []))
+    _built(lambda: config.parse([path], [], import_folders=import_folders))
     if not bindings:
         return None
     before = gin.config_str().splitlines()
     with contextlib.closing(_built(_factories()["env_factory"])) as original:
         spaces = (original.observation_space, original.action_space)
     gin.clear_config()
-    _built(lambda: config.parse([path], list(bindings)))
+    _built(lambda: config.parse([path], list(bindings), import_folders=import_folders))
     for line in difflib.unified_diff(before, gin.config_str().splitlines(), n=0):
         if line[:1] in "+-" and line[:3] not in ("+++", "---") and line[1:].strip():
             logging.info("Config changed by --gin_bindings: %s", line)

@@ -1,21 +1,28 @@
 """The parts catalogue: every gin configurable a config can bind, by kind.
 
-  python -m experiments.parts                 # every part: parameters, defaults, one-line doc
+  python -m experiments.parts                 # every part: parameters, defaults, first sentence
   python -m experiments.parts DQNAgent        # one part in full (also networks.mlp, Adam, ...)
+  python -m experiments.parts --gin_file=my_config.gin            # your parts first, then all
+  python -m experiments.parts --gin_file=my_config.gin MyLoss     # one of yours in full
 
 A part is listed with the parameters gin lets a config bind (a configurable's allowlist and
 denylist are respected; an agent's observation_space, action_space and seed come from the
 runner). REQUIRED marks a parameter without a default: a config binds it, unless the part's
 caller passes it (an agent gives its network input_shape and num_outputs).
-From Python: `catalogue()` and `describe(name)` return the same text.
+With `--gin_file`, the modules the gin files import (`import my_parts`, found beside the file
+as when training) are imported first, and their parts are listed under "Your parts".
+From Python: `catalogue()` and `describe(name)` return the same text; pass them
+`yours=import_gin_files(gin_files)` for your parts.
 """
 
 import ast
 import dataclasses
 import difflib
 import inspect
+import re
 import sys
 import textwrap
+from collections.abc import Sequence
 from typing import Any
 
 from absl import app
@@ -41,6 +48,7 @@ KINDS = {
     "drivers": "Drivers (Runner.driver) and where asynchronous workers run",
 }
 OTHER = "other"
+YOURS = "yours"  # parts of the modules a gin file imports
 _GIN_BUILTINS = "gin"  # gin.constant, gin.macro, gin.singleton: gin's own, not parts
 
 
@@ -69,7 +77,22 @@ class Part:
 
     @property
     def summary(self) -> str:
-        return self.doc.splitlines()[0] if self.doc else "(no docstring)"
+        return first_sentence(self.doc) if self.doc else "(no docstring)"
+
+
+# A full stop that ends no sentence: an abbreviation's.
+_ABBREVIATIONS = ("e.g.", "i.e.", "et al.", "cf.", "vs.", "etc.")
+
+
+def first_sentence(doc: str) -> str:
+    """The first sentence of a docstring's first paragraph, its lines joined (a colon that
+    introduces a formula or a list ends it); the whole paragraph if no full stop ends one."""
+    paragraph = " ".join(doc.strip().split("\n\n")[0].split())
+    for end in re.finditer(r"[.!?](?=\s|$)", paragraph):
+        sentence = paragraph[: end.end()]
+        if not sentence.endswith(_ABBREVIATIONS):
+            return sentence
+    return paragraph[:-1] + "." if paragraph.endswith(":") else paragraph
 
 
 def register_parts() -> None:
@@ -97,21 +120,43 @@ def kind_of(module: str) -> str:
 
 
 def kind_title(kind: str) -> str:
+    if kind == YOURS:
+        return "Your parts, from the modules your gin files import"
     return KINDS.get(kind) or kind.replace("_", " ").capitalize()
 
 
-def all_parts() -> list[Part]:
-    """Every registered part, in listing order: by kind, then by name."""
+def import_gin_files(gin_files: Sequence[str]) -> list[str]:
+    """Parses `gin_files` as training would (their `import` found beside each file), which
+    imports the modules that define your parts; returns those modules. Raises
+    `framework.config.ConfigError` for a file that does not parse, ImportError for an `import`
+    that finds no module."""
+    import gin
+
+    from framework import config
+
+    register_parts()
+    gin.clear_config()
+    config.parse(list(gin_files), [])
+    return config.imported_modules()
+
+
+def _is_yours(module: str, yours: Sequence[str]) -> bool:
+    return any(module == own or module.startswith(own + ".") for own in yours)
+
+
+def all_parts(yours: Sequence[str] = ()) -> list[Part]:
+    """Every registered part, in listing order: yours (the parts of modules `yours`) first,
+    then by kind, then by name."""
     import gin
 
     register_parts()
     every = gin.config._REGISTRY._selector_map.values()  # no public listing exists
-    parts = _parts([c for c in every if c.module != _GIN_BUILTINS])
-    order = [*KINDS, *sorted({p.kind for p in parts} - set(KINDS) - {OTHER}), OTHER]
+    parts = _parts([c for c in every if c.module != _GIN_BUILTINS], yours)
+    order = [YOURS, *KINDS, *sorted({p.kind for p in parts} - {*KINDS, OTHER, YOURS}), OTHER]
     return sorted(parts, key=lambda p: (order.index(p.kind), p.name.lower()))
 
 
-def find(name: str) -> Part:
+def find(name: str, yours: Sequence[str] = ()) -> Part:
     """The part a config would select with `name` ('DQNAgent', 'networks.mlp', '@Adam()');
     failing that, the one part whose short name matches ignoring case."""
     import gin
@@ -127,8 +172,8 @@ def find(name: str) -> Part:
             f"{name!r} names several parts: {', '.join(matches)}. Write one of these names."
         ) from None
     if configurable is not None and configurable.module != _GIN_BUILTINS:
-        return _parts([configurable])[0]
-    parts = all_parts()
+        return _parts([configurable], yours)[0]
+    parts = all_parts(yours)
     folded = [p for p in parts if cleaned.lower() in (n.lower() for n in p.names)]
     if len(folded) == 1:
         return folded[0]
@@ -138,22 +183,33 @@ def find(name: str) -> Part:
     hint = f" Did you mean {' or '.join(map(repr, close))}?" if close else ""
     raise UnknownPartError(
         f"No part named {name!r}.{hint} `python -m experiments.parts` lists every part a config "
-        "can bind; a part of your own appears once its module is imported (e.g. by an `import` "
-        "line in the gin file)."
+        "can bind; a part of your own appears once its module is imported: give the gin file "
+        "that imports it (`--gin_file=my_config.gin`, whose `import my_parts` line finds "
+        "my_parts.py beside it)."
     )
 
 
-def catalogue() -> str:
-    """Every part, grouped by kind: name, first docstring line, parameters with defaults."""
+def catalogue(yours: Sequence[str] = ()) -> str:
+    """Every part, grouped by kind (the parts of modules `yours` first): name, the first
+    sentence of its docstring, parameters with defaults."""
     lines = textwrap.wrap(
-        "Parts a gin config can bind, by kind: name, first line of its docstring, and the "
+        "Parts a gin config can bind, by kind: name, first sentence of its docstring, and the "
         "parameters a config may bind with their defaults. REQUIRED: no default (the config "
         "binds it, unless the part's caller passes it). `python -m experiments.parts NAME` "
         "shows one part in full.",
         WIDTH,
     )
+    parts = all_parts(yours)
+    if yours and not any(part.kind == YOURS for part in parts):
+        lines += ["", kind_title(YOURS)]
+        lines += textwrap.wrap(
+            f"(none: {', '.join(yours)} register no gin configurable)",
+            WIDTH,
+            initial_indent="  ",
+            subsequent_indent="  ",
+        )
     kind = None
-    for part in all_parts():
+    for part in parts:
         if part.kind != kind:
             kind = part.kind
             lines += ["", kind_title(kind)]
@@ -175,9 +231,9 @@ def catalogue() -> str:
     return "\n".join(lines) + "\n"
 
 
-def describe(name: str) -> str:
+def describe(name: str, yours: Sequence[str] = ()) -> str:
     """One part in full: gin names, docstring, every bindable parameter, an example binding."""
-    part = find(name)
+    part = find(name, yours)
     lines = [
         f"{part.name}  ({kind_title(part.kind).lower()})",
         f"  gin names: {', '.join(part.names)}",
@@ -208,7 +264,7 @@ def describe(name: str) -> str:
     return "\n".join(lines) + "\n"
 
 
-def _parts(configurables: list) -> list[Part]:
+def _parts(configurables: list, yours: Sequence[str] = ()) -> list[Part]:
     import gin
 
     registry = gin.config._REGISTRY
@@ -216,10 +272,10 @@ def _parts(configurables: list) -> list[Part]:
     for configurable in registry._selector_map.values():
         by_object[id(configurable.wrapper)] = configurable
         by_object[id(configurable.wrapped)] = configurable
-    return [_part(configurable, registry, by_object) for configurable in configurables]
+    return [_part(configurable, registry, by_object, yours) for configurable in configurables]
 
 
-def _part(configurable, registry, by_object: dict[int, Any]) -> Part:
+def _part(configurable, registry, by_object: dict[int, Any], yours: Sequence[str]) -> Part:
     from framework.agent import Agent
 
     wrapped = configurable.wrapped
@@ -244,7 +300,7 @@ def _part(configurable, registry, by_object: dict[int, Any]) -> Part:
         selector=configurable.selector,
         name=registry.minimal_selector(configurable.selector),
         names=_names(configurable, registry),
-        kind=kind_of(configurable.module),
+        kind=YOURS if _is_yours(wrapped.__module__, yours) else kind_of(configurable.module),
         source=f"{wrapped.__module__}.{wrapped.__qualname__}",
         doc=inspect.cleandoc(doc) if doc else "",
         parameters=parameters,
@@ -338,20 +394,34 @@ def _example(part: Part) -> str | None:
     return None
 
 
+def _define_flags() -> None:
+    from absl import flags
+
+    flags.DEFINE_multi_string(
+        "gin_file", [], "Gin file(s) whose imported modules' parts to list first, as yours."
+    )
+
+
 def main(argv: list[str]) -> None:
+    from absl import flags
+
+    from framework.config import ConfigError
+
     if len(argv) > 2:
         raise app.UsageError(f"Give at most one part name, got {argv[1:]}.")
     quiet.import_tensorflow()  # before anything else imports it: no start-up banners
     register_parts()
     try:
-        text = describe(argv[1]) if len(argv) == 2 else catalogue()
-    except UnknownPartError as error:
-        print(f"experiments.parts: error: {error}", file=sys.stderr)
+        yours = import_gin_files(flags.FLAGS.gin_file) if flags.FLAGS.gin_file else []
+        text = describe(argv[1], yours) if len(argv) == 2 else catalogue(yours)
+    except (UnknownPartError, ConfigError, ImportError) as error:  # ImportError: a gin `import`
+        print(f"experiments.parts: error: {' '.join(str(error).split())}", file=sys.stderr)
         sys.exit(1)
     sys.stdout.write(text)
 
 
 def run_main() -> None:
+    _define_flags()
     app.run(main)
 
 

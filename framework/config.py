@@ -8,6 +8,7 @@ import functools
 import importlib.metadata
 import importlib.resources
 import inspect
+import logging as python_logging
 import os
 import re
 import shlex
@@ -111,7 +112,49 @@ def _explain(error: Exception) -> str:
             close = difflib.get_close_matches(parameter.group(2), allowed, n=2)
             hint = f" Its parameters are: {', '.join(allowed)}."
             hint += f" Did you mean {' or '.join(map(repr, close))}?" if close else ""
+            hint += _bound_elsewhere(parameter.group(2), configurable)
     return " ".join(message.split()) + hint
+
+
+def _bound_elsewhere(name: str, configurable) -> str:
+    """Where a parameter `name` does exist (an optimizer's learning_rate, not the agent's):
+    the parts that take it, those this config already binds or refers to first."""
+    owners = [
+        other
+        for other in gin.config._REGISTRY._selector_map.values()  # no public listing exists
+        if other.wrapped is not configurable and other.module != "gin" and _takes(other, name)
+    ]
+    if not owners:
+        return ""
+    used = {selector for _, selector in gin.config._CONFIG}
+    used |= {r.configurable.selector for r in gin.config.iterate_references(gin.config._CONFIG)}
+    owners.sort(key=lambda other: (other.selector not in used, _config_name(other)))
+    named = [
+        f"{_config_name(other)}.{name}{' (this config uses it)' if other.selector in used else ''}"
+        for other in owners[:3]
+    ]
+    more = f" and {len(owners) - 3} more" if len(owners) > 3 else ""
+    return f" {name} is a parameter of other parts: {', '.join(named)}{more}."
+
+
+def _takes(configurable, name: str) -> bool:
+    """Whether a config may bind `name` on `configurable` (its allowlist and denylist too)."""
+    try:
+        parameters = _parameters(configurable.wrapped)
+    except (TypeError, ValueError):  # a signature inspect cannot read
+        return False
+    if configurable.allowlist and name not in configurable.allowlist:
+        return False
+    return name in parameters and name not in (configurable.denylist or ())
+
+
+def _config_name(configurable) -> str:
+    """The name a config writes: the full selector when short ('optimizers.Adam'), else the
+    shortest unique one ('mlp' for framework.parts.networks.mlp)."""
+    selector = configurable.selector
+    if selector.count(".") <= 1:
+        return selector
+    return gin.config._REGISTRY.minimal_selector(selector)
 
 
 def _parameters(configurable) -> list[str]:
@@ -137,12 +180,75 @@ def _tolerate_namespace_packages(exists: Callable[[str], bool]) -> Callable[[str
     return check
 
 
+# The folders of the gin files gin read in this process: where a module that a config imports
+# may have been found (`snapshot` hands them to a worker process).
+_GIN_FILE_FOLDERS: set[str] = set()
+
+
+@contextlib.contextmanager
+def _on_sys_path(folders: Sequence[str]) -> Iterator[None]:
+    """`folders` (those not on it already) first on `sys.path` for the block, then taken off."""
+    added = [folder for folder in dict.fromkeys(folders) if folder not in sys.path]
+    sys.path[:0] = added
+    try:
+        yield
+    finally:
+        for folder in added:
+            if folder in sys.path:
+                sys.path.remove(folder)
+
+
+def _importing_beside_the_file(reader: Callable):
+    """gin's file reader, with the folder of the file it opens first on `sys.path` while gin
+    reads that file: its `import my_parts` finds the my_parts.py beside it from any working
+    folder, as a script's imports find the modules beside the script (an included file's
+    imports, the modules beside it)."""
+
+    @functools.wraps(reader)
+    @contextlib.contextmanager
+    def read(path: str):
+        with reader(path) as file:
+            folder = os.path.dirname(os.path.abspath(getattr(file, "name", path)))
+            _GIN_FILE_FOLDERS.add(folder)
+            with _on_sys_path([folder]):
+                yield file
+
+    read.imports_beside_the_file = True
+    return read
+
+
 gin.config._FILE_READERS[:] = [  # gin has no API to replace a registered reader
-    (reader, _tolerate_namespace_packages(exists))
-    if exists is gin.resource_reader.system_path_file_exists
-    else (reader, exists)
+    (
+        reader
+        if getattr(reader, "imports_beside_the_file", False)  # a reload of this module
+        else _importing_beside_the_file(reader),
+        _tolerate_namespace_packages(exists)
+        if exists is gin.resource_reader.system_path_file_exists
+        else exists,
+    )
     for reader, exists in gin.config._FILE_READERS
 ]
+
+
+class _IncludeProbes(python_logging.Filter):
+    """gin's package-path reader logs every place it tries for an include, an INFO line each
+    and an ERROR "Path not found" for each that is not a package: probes, not errors (a
+    missing include is said by `parse` in one paragraph)."""
+
+    def filter(self, record: python_logging.LogRecord) -> bool:
+        return record.pathname != gin.resource_reader.__file__
+
+
+@contextlib.contextmanager
+def _without_include_probes() -> Iterator[None]:
+    """gin's reader logs to the root logger, where absl's handler prints every line."""
+    probes = _IncludeProbes()
+    root = python_logging.getLogger()
+    root.addFilter(probes)
+    try:
+        yield
+    finally:
+        root.removeFilter(probes)
 
 
 @contextlib.contextmanager
@@ -181,7 +287,12 @@ def _missing_include(error: OSError, searched: Sequence[str]) -> str | None:
     )
 
 
-def parse(gin_files: Sequence[str], bindings: Sequence[str], seed: int | None = None) -> list[str]:
+def parse(
+    gin_files: Sequence[str],
+    bindings: Sequence[str],
+    seed: int | None = None,
+    import_folders: Sequence[str] = (),
+) -> list[str]:
     """Parses files, then bindings, then `--seed` as the runner's seed (later sources win;
     within one source a parameter is bound once); returns the resolved file paths.
 
@@ -189,7 +300,9 @@ def parse(gin_files: Sequence[str], bindings: Sequence[str], seed: int | None = 
     name or parameter fails here, before anything is built or written. An `include` resolves
     from any working directory and installation: relative to the working directory, the
     installed package's parent ('gin_configs/dqn/...'), the package itself ('dqn/...'), or the
-    folder of a file given.
+    folder of a file given. A gin file's `import` finds a module beside the file (and in
+    `import_folders`: where a run's config.gin, read back, first found its modules), as well as
+    on `sys.path`.
     """
     resolved = [resolve_gin_file(path) for path in gin_files]
     try:
@@ -199,7 +312,12 @@ def parse(gin_files: Sequence[str], bindings: Sequence[str], seed: int | None = 
     package = importlib.resources.files("gin_configs")
     folders = [str(package.parent), str(package)]
     folders += [os.path.dirname(os.path.abspath(path)) for path in resolved]
-    with _include_search_paths(folders) as searched:
+    _GIN_FILE_FOLDERS.update(import_folders)
+    with (
+        _include_search_paths(folders) as searched,
+        _without_include_probes(),
+        _on_sys_path(import_folders),
+    ):
         try:
             gin.parse_config_files_and_bindings(resolved, bindings, finalize_config=False)
         except (ValueError, SyntaxError, KeyError) as error:
@@ -232,28 +350,54 @@ class Snapshot:
     """The parsed config as gin text, with the modules whose configurables it names: what another
     process (a spawned worker, a Ray actor) parses to build the same parts. Gin bindings do not
     cross processes by themselves (gin#31), and a module that registers a part must be
-    imported before the text naming it is parsed."""
+    imported before the text naming it is parsed. `folders`: where such a module was found
+    beside a gin file (`import my_parts` in the user's config), which the other process's
+    `sys.path` lacks as this one's did."""
 
     text: str
     modules: tuple[str, ...]
+    folders: tuple[str, ...] = ()
 
     def apply(self) -> None:
         """Makes this process's gin config the snapshot's."""
-        for module in self.modules:
-            importlib.import_module(module)
-        gin.clear_config()
-        gin.parse_config(self.text)
+        with _on_sys_path(self.folders):
+            for module in self.modules:
+                importlib.import_module(module)
+            gin.clear_config()
+            gin.parse_config(self.text)
 
 
 def snapshot() -> Snapshot:
     """The current config (every file and binding, the command line's included), with the
     modules that define the parts it names and the framework's parts modules, which also
-    register Keras's optimizers under names of their own (gin does not record who did)."""
+    register Keras's optimizers under names of their own (gin does not record who did), and
+    the folders beside a gin file that some of them came from."""
     configurables = [gin.config._REGISTRY[selector] for _, selector in gin.config._CONFIG]
     configurables += [r.configurable for r in gin.config.iterate_references(gin.config._CONFIG)]
     modules = {configurable.wrapped.__module__ for configurable in configurables}
     modules |= {name for name in sys.modules if name.startswith("framework.parts.")}
-    return Snapshot(gin.config_str(), tuple(sorted(modules - {"__main__"})))
+    modules |= set(imported_modules())  # a gin file's `import`, as the text repeats it
+    modules -= {"__main__"}
+    folders = {_import_root(module) for module in modules} & _GIN_FILE_FOLDERS
+    return Snapshot(gin.config_str(), tuple(sorted(modules)), tuple(sorted(folders)))
+
+
+def imported_modules() -> list[str]:
+    """The modules the parsed config's gin files (and what they include) import, by name."""
+    statements = gin.config._IMPORTS  # no public API lists them
+    return sorted({s.module for s in statements if not s.module.startswith("__gin__")})
+
+
+def _import_root(name: str) -> str | None:
+    """The `sys.path` folder module `name` was imported from (the one above its top package)."""
+    path = getattr(sys.modules.get(name), "__file__", None)
+    if path is None:
+        return None
+    if os.path.basename(path).startswith("__init__."):
+        path = os.path.dirname(path)
+    for _ in name.split("."):
+        path = os.path.dirname(path)
+    return path
 
 
 def unused_bindings() -> list[str]:
@@ -316,6 +460,19 @@ def command_line(
         arguments.append(f"--seed={seed}")
     arguments.append(f"--base_dir={os.path.abspath(base_dir)}")
     return shlex.join(arguments)
+
+
+def recorded_import_folders(start: dict) -> list[str]:
+    """Where a start's modules were found (`start`: its metadata): beside the gin files of its
+    recorded command, and in its working folder."""
+    working_folder = start.get("working_folder", "")
+    try:
+        arguments = shlex.split(start.get("command", ""))
+    except ValueError:  # an edited record
+        arguments = []
+    files = [a.removeprefix("--gin_file=") for a in arguments if a.startswith("--gin_file=")]
+    folders = [os.path.dirname(os.path.join(working_folder, path)) for path in files]
+    return [*folders, working_folder] if working_folder else folders
 
 
 def run_metadata(command: str, seed: int, trial: str) -> dict[str, str]:

@@ -53,7 +53,8 @@ class Policy:
 
     def act(self, observations: np.ndarray, explore: bool = False) -> np.ndarray:
         """Actions `[N, *action_shape]` for observations `[N, *obs_shape]`: the evaluation
-        policy (greedy, or DQN's `eval_epsilon`), or with `explore` the training one."""
+        policy (greedy, DQN's `eval_epsilon`, or REINFORCE's sampled one where its
+        `greedy_evaluation = False`), or with `explore` the training one."""
         observations = np.asarray(observations)
         if self.normalize is not None:
             observations = self.normalize(observations)

@@ -25,8 +25,8 @@ worker pulls before its next `work`:
 
 Gin bindings do not reach a spawned process or a Ray actor by themselves (gin#31): a remote
 worker gets the whole parsed config (`framework.config.Snapshot`: the files and every binding,
-the command line's included, and the modules that register its parts), which it parses again
-before building its worker.
+the command line's included, the modules that register its parts, and the folders beside a gin
+file that a module of the user's came from), which it parses again before building its worker.
 
 Asynchronous backends are not reproducible bitwise: which push the driver applies first
 depends on timing. Only `RoundRobin` is.
@@ -39,6 +39,7 @@ import dataclasses
 import math
 import multiprocessing
 import os
+import pickle
 import signal
 from collections.abc import Callable, Sequence
 from typing import Any, Protocol
@@ -181,17 +182,19 @@ class Threads(_InProcess):
 class RemoteWorker:
     """Builds a worker from the parsed config in a fresh interpreter (a process, an actor).
 
-    Unpickling `factory` imports its module (which registers its configurables) before the
-    config is parsed, so every name in it resolves.
+    `worker` is the pickled `(factory, arguments)`, unpickled once the config is applied: its
+    modules imported (the folders beside a gin file that some came from on `sys.path`), so that
+    an agent or environment of the user's own module, named in the arguments, imports too.
     """
 
-    def __init__(self, config: Snapshot, factory: Callable[..., Any], arguments: tuple):
+    def __init__(self, config: Snapshot, worker: bytes):
         import tensorflow as tf
 
         # Small networks: one op thread each, so that workers do not fight over the cores.
         tf.config.threading.set_intra_op_parallelism_threads(1)
         tf.config.threading.set_inter_op_parallelism_threads(1)
         config.apply()
+        factory, arguments = pickle.loads(worker)
         self.worker = factory(*arguments)
 
     def work(self, values: Arrays | None) -> WorkResult:
@@ -234,14 +237,14 @@ class _Remote:
 _PROCESS_WORKER: RemoteWorker | None = None  # the one worker of a `Processes` child
 
 
-def _start_process_worker(parent_pid, config, factory, arguments) -> None:
+def _start_process_worker(parent_pid: int, config: Snapshot, worker: bytes) -> None:
     """A `Processes` child: deaf to the terminal's Ctrl-C and to a process group's SIGTERM (the
     driver stops it once it has saved), and killed if the driver dies without doing so."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGTERM, signal.SIG_IGN)
     processes.die_with_parent(parent_pid, signal.SIGKILL)
     global _PROCESS_WORKER
-    _PROCESS_WORKER = RemoteWorker(config, factory, arguments)
+    _PROCESS_WORKER = RemoteWorker(config, worker)
 
 
 def _call_process_worker(method: str, *arguments):
@@ -260,7 +263,7 @@ class Processes(_Remote):
                 1,
                 context,
                 initializer=_start_process_worker,
-                initargs=(os.getpid(), config, factory, args),
+                initargs=(os.getpid(), config, pickle.dumps((factory, args))),
             )
             for args in arguments
         ]
@@ -300,7 +303,7 @@ class RayActors(_Remote):
                 f"{fits:g} for {len(arguments)} actors), or add nodes to the cluster."
             )
         actor = ray.remote(num_cpus=num_cpus)(RemoteWorker)
-        self._actors = [actor.remote(config, factory, args) for args in arguments]
+        self._actors = [actor.remote(config, pickle.dumps((factory, args))) for args in arguments]
 
     def _work(self, index, values):
         return self._actors[index].work.remote(values).future()

@@ -28,7 +28,10 @@ class MultiArmedBanditEnv(gymnasium.Env):
 
     The smallest environment a value-based agent can be tested on: the optimal Q-values are
     the arm means, so a learner can be checked against known numbers. The observation carries
-    no information (always `[1.0]`) and every episode is a single pull.
+    no information (always `[1.0]`) and every episode is a single pull. A step's info gives
+    the pulled arm's mean as `expected_reward` (and `arm_mean`): evaluations count it instead
+    of the sampled reward (`framework/evaluation.py`), so that two policies that pull different
+    arms evaluate differently and two that pull the same arm alike.
     """
 
     metadata = {"render_modes": []}
@@ -65,7 +68,8 @@ class MultiArmedBanditEnv(gymnasium.Env):
         if not self.action_space.contains(action):
             raise ValueError(f"action={action!r} is not an arm in {self.action_space}.")
         reward = float(self.np_random.normal(self.means[action], self.stds[action]))
-        info = {"arm_mean": float(self.means[action])}
+        mean = float(self.means[action])
+        info = {"arm_mean": mean, "expected_reward": mean}
         return np.ones(1, dtype=np.float32), reward, True, False, info
 
 

@@ -158,3 +158,42 @@ def test_runs_are_trials_by_their_config_not_their_folders_and_a_seed_counts_onc
     )
     listing = analyze.membership(result.runs)
     assert f"{short} (2 runs): dqn_cartpole_seed0_20261125-110000-000001 (seed 0), " in listing
+
+
+@pytest.mark.parametrize(
+    ("values", "axis"),
+    [
+        ([0.01, 0.001], "log"),  # a learning rate a decade apart
+        ([1e-4, 3e-4, 1e-3, 3e-3], "log"),
+        ([np.int64(8), np.int64(256)], "log"),  # numpy's integers are numbers too
+        ([0.9, 0.99, 0.999], "linear"),
+        ([0.0, 0.5, 1.0], "linear"),  # zero has no logarithm
+        ([-1.0, 10.0], "linear"),
+        (["relu", "tanh"], "categories"),
+        ([True, False], "categories"),
+    ],
+)
+def test_a_swept_binding_is_plotted_on_a_log_axis_where_it_spans_a_decade(values, axis):
+    assert analyze.parameter_axis(values) == axis
+
+
+def test_the_final_return_plot_of_a_learning_rate_sweep_has_a_log_axis(tmp_path, monkeypatch):
+    import matplotlib.figure
+    import pandas as pd
+
+    scales = []
+    save = matplotlib.figure.Figure.savefig
+
+    def saving(figure, *args, **kwargs):
+        scales.append(figure.axes[0].get_xscale())
+        return save(figure, *args, **kwargs)
+
+    monkeypatch.setattr(matplotlib.figure.Figure, "savefig", saving)
+    rate = "Adam.learning_rate"
+    runs = pd.DataFrame({rate: [0.01, 0.01, 0.001, 0.001], "final_eval_return": [1, 2, 3, 4]})
+    trials = pd.DataFrame(
+        {rate: [0.01, 0.001], "final_iqm": [1.5, 3.5], "final_iqm_low": [1, 3]}
+        | {"final_iqm_high": [2, 4]}
+    )
+    analyze.plot_final_vs_parameter(runs, trials, rate, str(tmp_path / "rate.png"))
+    assert scales == ["log"] and os.path.getsize(tmp_path / "rate.png") > 0

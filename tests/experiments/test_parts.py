@@ -218,3 +218,26 @@ def test_command_line():
     assert err.startswith("experiments.parts: error: No part named 'DQNAgnet'. Did you mean ")
     assert "'DQNAgent'" in err
     assert err.count("\n") == 1  # one paragraph
+
+
+def summary_in(text: str, name: str) -> str:
+    """A part's summary as the listing shows it: its name line and continuation lines joined."""
+    lines = block(text, name)
+    shown = [lines[0], *(line for line in lines[1:] if not line.startswith(" " * 6))]
+    return " ".join(line.strip() for line in shown).split(" - ", 1)[1]
+
+
+def test_every_part_is_summed_up_by_the_whole_first_sentence_of_its_docstring(listing):
+    for part in parts.all_parts():
+        assert part.doc, f"{part.name} ({part.source}) has no docstring"
+        assert part.summary.endswith("."), f"{part.name}: {part.summary!r} is cut"
+        assert summary_in(listing, part.name) == part.summary
+
+
+def test_a_summary_is_the_first_sentence_of_the_first_paragraph():
+    doc = "Does x (Smith et al., 2015) over\n    y, e.g. z. Then more.\n\nDetails."
+    assert parts.first_sentence(doc) == "Does x (Smith et al., 2015) over y, e.g. z."
+    assert parts.first_sentence("Returns, cut at dones:\n\n    G = r + g G'") == (
+        "Returns, cut at dones."
+    )
+    assert parts.first_sentence("`f(x)` for\n  `x.y`") == "`f(x)` for `x.y`"

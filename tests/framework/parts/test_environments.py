@@ -57,7 +57,7 @@ def test_bandit_observation_is_constant_and_one_step_terminates():
         assert obs.dtype == np.float32
         assert isinstance(reward, float)
         assert terminated and not truncated
-        assert info["arm_mean"] == env.unwrapped.means[arm]
+        assert info["arm_mean"] == info["expected_reward"] == env.unwrapped.means[arm]
         env.reset()
 
 

@@ -1,0 +1,116 @@
+"""Gin parsing (framework/config.py): a gin file's `import` from the file's own folder, the
+snapshot a worker process parses, what an unknown parameter suggests, and no log line for
+gin's include probes."""
+
+import logging
+import shlex
+import sys
+
+import gin
+import pytest
+
+import agents  # noqa: F401  (registers every agent's configurables)
+import framework.runner  # noqa: F401  (and the runner's parts)
+from framework import config
+
+# Each test imports a module of its own name: a module imported once stays imported.
+PART = '''
+import gin
+
+
+@gin.configurable
+def {name}_part(scale=1.0):
+    """A part of the user's own."""
+    return scale
+'''
+
+
+def user_folder(tmp_path, name: str):
+    """A folder holding module `name` (one part, `<name>_part`) and a gin file importing it;
+    returns the gin file's path."""
+    folder = tmp_path / "mine"
+    folder.mkdir()
+    (folder / f"{name}.py").write_text(PART.format(name=name))
+    gin_file = folder / "my_config.gin"
+    gin_file.write_text(f"import {name}\n{name}_part.scale = 0.5\n")
+    return gin_file
+
+
+def test_a_gin_files_import_finds_the_module_beside_it_from_another_folder(tmp_path, monkeypatch):
+    gin_file = user_folder(tmp_path, "beside_the_gin_file")
+    (tmp_path / "elsewhere").mkdir()
+    monkeypatch.chdir(tmp_path / "elsewhere")
+    path = list(sys.path)
+
+    config.parse([str(gin_file)], [])
+
+    assert gin.query_parameter("beside_the_gin_file_part.scale") == 0.5
+    assert sys.path == path  # the folder was on it while gin read the file only
+    assert config.imported_modules() == ["beside_the_gin_file"]
+    # A worker process (spawned, a Ray actor) gets the folder with the config to parse.
+    snapshot = config.snapshot()
+    assert "beside_the_gin_file" in snapshot.modules
+    assert snapshot.folders == (str(gin_file.parent),)
+    assert snapshot.text.startswith("import beside_the_gin_file\n")
+
+
+def test_an_included_files_import_finds_the_module_beside_that_file(tmp_path, monkeypatch):
+    included = user_folder(tmp_path, "beside_an_included_file")
+    top = tmp_path / "top.gin"
+    top.write_text(f"include '{included}'\n")
+    monkeypatch.chdir(tmp_path)  # not the included file's folder
+
+    config.parse([str(top)], [])
+
+    assert gin.query_parameter("beside_an_included_file_part.scale") == 0.5
+
+
+def test_a_runs_config_finds_its_modules_where_the_run_found_them(tmp_path):
+    gin_file = user_folder(tmp_path, "where_the_run_found_it")
+    run_config = tmp_path / "run" / "config.gin"  # what a run folder holds: not beside it
+    run_config.parent.mkdir()
+    run_config.write_text(gin_file.read_text())
+    start = {
+        "command": shlex.join(["python", "-m", "experiments.run", f"--gin_file={gin_file}"]),
+        "working_folder": str(tmp_path / "elsewhere"),
+    }
+    folders = config.recorded_import_folders(start)
+    assert folders == [str(gin_file.parent), str(tmp_path / "elsewhere")]
+    with pytest.raises(ImportError, match="where_the_run_found_it"):
+        config.parse([str(run_config)], [])
+    gin.clear_config()
+
+    config.parse([str(run_config)], [], import_folders=folders)
+
+    assert gin.query_parameter("where_the_run_found_it_part.scale") == 0.5
+
+
+def test_an_unknown_parameter_names_the_parts_that_take_it():
+    with pytest.raises(config.ConfigError) as error:
+        config.parse(["gin_configs/dqn/cartpole.gin"], ["DQNAgent.learning_rate = 0.01"])
+    message = str(error.value)
+    assert "Did you mean 'learning_starts'?" in message
+    assert (
+        "learning_rate is a parameter of other parts: optimizers.Adam.learning_rate (this config "
+        "uses it), optimizers.RMSprop.learning_rate, optimizers.SGD.learning_rate." in message
+    )
+    assert "\n" not in message
+
+
+def test_a_package_form_include_logs_no_probe(tmp_path, monkeypatch, caplog):
+    """dqn/cartpole.gin includes 'gin_configs/dqn/cartpole_common.gin': from another folder gin
+    tries it as a package path first, and its reader logs each try (INFO, and ERROR "Path not
+    found" where it is no package); a missing include still gets its paragraph."""
+    monkeypatch.chdir(tmp_path)
+    caplog.set_level(logging.DEBUG)
+
+    config.parse(["gin_configs/dqn/cartpole.gin"], [])
+    missing = tmp_path / "missing.gin"
+    missing.write_text("include 'gin_configs/dqn/no_such_file.gin'\n")
+    with pytest.raises(config.ConfigError, match=r"'gin_configs/dqn/no_such_file\.gin', which"):
+        config.parse([str(missing)], [])
+
+    assert not [r for r in caplog.records if r.pathname == gin.resource_reader.__file__]
+    assert not logging.getLogger().filters  # only while parsing
+    logging.getLogger().info("after parsing")
+    assert caplog.records[-1].getMessage() == "after parsing"
