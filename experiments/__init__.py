@@ -66,8 +66,8 @@ def default_base_dir(name: str, seed: int | None) -> str:
 
 @dataclasses.dataclass
 class PreparedRun:
-    """A built runner, the run folder it trains into, and how it was asked for; `run` opens
-    the folder and trains it."""
+    """A built runner, the run folder it trains into, and how it was asked for;
+    `train_prepared` opens the folder and trains it."""
 
     runner: "Runner"
     folder: "RunDirectory"  # handed to the runner
@@ -203,12 +203,15 @@ def train(
     declares them once for all its trials). `start_afresh` trains a folder whose records show
     checkpoints it no longer has from step 0 again, setting what is left aside.
     """
-    return run(build(gin_files, bindings, base_dir, seed, strict, declare_hparams, start_afresh))
+    return train_prepared(
+        build(gin_files, bindings, base_dir, seed, strict, declare_hparams, start_afresh)
+    )
 
 
-def run(prepared: PreparedRun) -> TrainResult:
+def train_prepared(prepared: PreparedRun) -> TrainResult:
     """Opens the run folder (its lock, the start's config and metadata) and trains the built
-    runner into it."""
+    runner into it. (Not `run`: importing `experiments.run`, the command line, as the console
+    script does, would shadow a package attribute of that name.)"""
     import gin
     from absl import logging
 

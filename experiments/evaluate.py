@@ -58,6 +58,10 @@ def _record(env, folder: str, prefix: str):
     """`env` recording every episode into `folder` with gymnasium's RecordVideo."""
     import gymnasium as gym
 
+    if os.path.exists(folder) and not os.path.isdir(folder):
+        raise experiments.RunError(
+            f"--video={folder} is a file; give a folder for the MP4 files (made if missing)."
+        )
     try:
         return gym.wrappers.RecordVideo(
             env,

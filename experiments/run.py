@@ -53,7 +53,7 @@ def main(argv: list[str]) -> None:
             print(gin.operative_config_str())
             prepared.runner.close()
             return
-        experiments.run(prepared)
+        experiments.train_prepared(prepared)
     except experiments.RunError as error:
         print(f"experiments.run: error: {error}", file=sys.stderr)
         sys.exit(1)

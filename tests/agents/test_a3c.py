@@ -47,7 +47,7 @@ def _train(base_dir, bindings=(), base=SHORT) -> Runner:
 def _resume(runner: Runner) -> Runner:
     """Trains a runner that was built (and maybe restored) by hand, as `train` would."""
     prepared = experiments.PreparedRun(runner, runner.run_directory, command="test")
-    return experiments.run(prepared).runner
+    return experiments.train_prepared(prepared).runner
 
 
 def _weights(runner: Runner) -> list[np.ndarray]:

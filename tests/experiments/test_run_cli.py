@@ -417,3 +417,25 @@ def test_a_run_that_skips_a_whole_log_interval_stops(cli):
     ), message
     assert "Runner.max_skipped_fraction = 1.0" in message and "none of them was applied" in message
     assert checkpoint_steps(result.base_dir) and checkpoint_steps(result.base_dir)[0] < 60
+
+
+def test_the_console_script_trains(tmp_path):
+    """`rlframe-run` imports experiments.run as a module, which must not shadow what it calls."""
+    script = shutil.which("rlframe-run", path=os.path.dirname(sys.executable))
+    if script is None:
+        pytest.skip("the package's console script is not installed beside this interpreter")
+    completed = subprocess.run(
+        [
+            script,
+            "--gin_file=gin_configs/reinforce/bandit.gin",
+            "--gin_bindings=Runner.num_steps = 50",
+            "--gin_bindings=Runner.eval_interval = 50",
+            f"--base_dir={tmp_path / 'run'}",
+        ],
+        cwd=REPO_ROOT,
+        capture_output=True,
+        text=True,
+        timeout=240,
+    )
+    assert completed.returncode == 0, completed.stderr[-3000:]
+    assert complete_steps(str(tmp_path / "run" / "checkpoints")) == [50]
