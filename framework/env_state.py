@@ -231,7 +231,11 @@ def _attribute_kind(value: Any) -> str:
 
 
 def _type_name(value: Any) -> str:
-    return f"{type(value).__module__}.{type(value).__qualname__}"
+    return _type_name_of(type(value))
+
+
+def _type_name_of(kind: type) -> str:
+    return f"{kind.__module__}.{kind.__qualname__}"
 
 
 # --- Capture ---------------------------------------------------------------------------------
@@ -308,10 +312,20 @@ def _field(state: Any, key: str, where: str) -> Any:
     return state[key]
 
 
+# Layers that hold nothing of the environment, only which of gymnasium's checks ran: a state
+# saved with one restores into the environment built without it, and the other way round (the
+# bandit, registered without the checker since its states were first saved with it).
+_CHECK_LAYERS = frozenset({_type_name_of(gymnasium.wrappers.common.PassiveEnvChecker)})
+
+
 def _restorers(env: Any, state: Any, prefix: str) -> list[Callable[[], None]]:
     """Checks `state` against `env` and decodes it; returns the steps that write it into `env`."""
-    layers = wrapper_chain(env)
-    saved_layers = _field(state, "layers", prefix)
+    layers = [layer for layer in wrapper_chain(env) if _type_name(layer) not in _CHECK_LAYERS]
+    saved_layers = [
+        saved
+        for saved in _field(state, "layers", prefix)
+        if _field(saved, "class", prefix) not in _CHECK_LAYERS
+    ]
     saved_classes = [_field(saved, "class", prefix) for saved in saved_layers]
     classes = [_type_name(layer) for layer in layers]
     if saved_classes != classes:

@@ -20,6 +20,7 @@ FRAMEWORK_LAYERS = [
         "framework.batch_packing",
         "framework.config",
         "framework.config_sources",
+        "framework.console",
         "framework.direct_call",
         "framework.env_state",
         "framework.event_reader",

@@ -39,6 +39,7 @@ import dataclasses
 import math
 import multiprocessing
 import os
+import pickle
 import signal
 from collections.abc import Callable, Sequence
 from typing import Any, Protocol
@@ -46,7 +47,7 @@ from typing import Any, Protocol
 import gin
 import numpy as np
 
-from framework import processes
+from framework import console, processes
 from framework.agent import Health
 from framework.config import Snapshot
 
@@ -178,19 +179,30 @@ class Threads(_InProcess):
 # ----- workers elsewhere ---------------------------------------------------------------------
 
 
-class RemoteWorker:
-    """Builds a worker from the parsed config in a fresh interpreter (a process, an actor).
+def remote_payload(config: Snapshot, factory: Callable[..., Any], arguments: tuple) -> bytes:
+    """What a `RemoteWorker` is built from, pickled, so that the interpreter it goes to unpickles
+    it only once TensorFlow is imported quietly: unpickling `factory` imports its module, and
+    with it TensorFlow, whose C++ start-up lines (CUDA probing, cuInit) would reach the console."""
+    import cloudpickle  # gymnasium's dependency, and Ray's serializer
 
-    Unpickling `factory` imports its module (which registers its configurables) before the
+    return cloudpickle.dumps((config, factory, arguments))
+
+
+class RemoteWorker:
+    """Builds a worker from the parsed config in a fresh interpreter (a process, an actor),
+    given `remote_payload(config, factory, arguments)`.
+
+    TensorFlow is imported quietly first, with the framework's log format (`framework.console`);
+    then unpickling `factory` imports its module (which registers its configurables) before the
     config is parsed, so every name in it resolves.
     """
 
-    def __init__(self, config: Snapshot, factory: Callable[..., Any], arguments: tuple):
-        import tensorflow as tf
-
+    def __init__(self, payload: bytes):
+        tf = console.import_tensorflow()
         # Small networks: one op thread each, so that workers do not fight over the cores.
         tf.config.threading.set_intra_op_parallelism_threads(1)
         tf.config.threading.set_inter_op_parallelism_threads(1)
+        config, factory, arguments = pickle.loads(payload)
         config.apply()
         self.worker = factory(*arguments)
 
@@ -234,14 +246,14 @@ class _Remote:
 _PROCESS_WORKER: RemoteWorker | None = None  # the one worker of a `Processes` child
 
 
-def _start_process_worker(parent_pid, config, factory, arguments) -> None:
+def _start_process_worker(parent_pid: int, payload: bytes) -> None:
     """A `Processes` child: deaf to the terminal's Ctrl-C and to a process group's SIGTERM (the
     driver stops it once it has saved), and killed if the driver dies without doing so."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGTERM, signal.SIG_IGN)
     processes.die_with_parent(parent_pid, signal.SIGKILL)
     global _PROCESS_WORKER
-    _PROCESS_WORKER = RemoteWorker(config, factory, arguments)
+    _PROCESS_WORKER = RemoteWorker(payload)
 
 
 def _call_process_worker(method: str, *arguments):
@@ -260,7 +272,7 @@ class Processes(_Remote):
                 1,
                 context,
                 initializer=_start_process_worker,
-                initargs=(os.getpid(), config, factory, args),
+                initargs=(os.getpid(), remote_payload(config, factory, args)),
             )
             for args in arguments
         ]
@@ -300,7 +312,7 @@ class RayActors(_Remote):
                 f"{fits:g} for {len(arguments)} actors), or add nodes to the cluster."
             )
         actor = ray.remote(num_cpus=num_cpus)(RemoteWorker)
-        self._actors = [actor.remote(config, factory, args) for args in arguments]
+        self._actors = [actor.remote(remote_payload(config, factory, a)) for a in arguments]
 
     def _work(self, index, values):
         return self._actors[index].work.remote(values).future()
