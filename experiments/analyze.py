@@ -22,6 +22,7 @@ comparison.png with the probability that B improves on A.
 """
 
 import dataclasses
+import importlib
 import math
 import numbers
 import os
@@ -37,6 +38,8 @@ from experiments import RunError
 if TYPE_CHECKING:  # imported where used: reading a run needs TensorFlow
     from framework.run_directory import RunDirectory
 
+# What the analysis imports beyond the default install: the analysis extra (setup.cfg).
+_ANALYSIS_MODULES = ("pandas", "matplotlib", "rliable.library")
 EVAL_TAG = "eval/episode_return"
 SPEED_TAG = "train/steps_per_second"
 _SWEEP_FOLDERS = {"logs", "ray_results", "analysis"}  # a sweep's own, beside its run folders
@@ -102,6 +105,25 @@ def _run_folders(root: str) -> list[str]:
         if os.path.isdir(path) and entry not in _SWEEP_FOLDERS | RunDirectory.FOLDERS:
             found += _run_folders(path)
     return found
+
+
+def require_analysis_extra() -> None:
+    """Raises RunError, in one paragraph, where a module of the analysis extra is missing (the
+    quick start's `pip install -e .` installs what training needs, not this)."""
+    missing = []
+    for name in _ANALYSIS_MODULES:
+        try:
+            importlib.import_module(name)
+        except ModuleNotFoundError as error:
+            missing.append((error.name or name).split(".")[0])  # or rliable's: scipy, arch
+    if missing:
+        names = ", ".join(repr(name) for name in dict.fromkeys(missing))
+        raise RunError(
+            f"The analysis needs the analysis extra (pandas, matplotlib and rliable), and this "
+            f"Python ({sys.executable}) has no module named {names}. Install it with `pip "
+            "install -e '.[analysis]'` in the repository (or `pip install 'pandas<3' matplotlib "
+            "rliable`); training and sweeps run without it."
+        )
 
 
 def load(paths: Sequence[str], finished_only: bool = True) -> tuple[list[Run], list[str]]:
@@ -522,6 +544,7 @@ def analyze(
     tag: str = EVAL_TAG,
 ) -> Analysis:
     """Tables and plots for the runs under `paths`, written to `output_dir`."""
+    require_analysis_extra()
     runs, notes = load(paths)
     threshold = threshold if threshold is not None else default_threshold(runs)
     runs_frame = run_table(runs, threshold, tag)
@@ -591,6 +614,8 @@ def main(argv: list[str]) -> None:
     if flag.compare and len(flag.compare) != 2:
         raise app.UsageError(f"--compare takes two trials A,B; got {flag.compare}.")
     try:
+        require_analysis_extra()  # before TensorFlow's 3 s import, which reading runs needs
+        quiet_tensorflow()
         result = analyze(
             argv[1:],
             flag.output_dir,
@@ -626,7 +651,6 @@ def quiet_tensorflow() -> None:
 def run_main() -> None:
     from absl import app, logging
 
-    quiet_tensorflow()
     logging.set_verbosity(logging.WARNING)  # rliable logs a line per bootstrap
     _define_flags()
     app.run(main)

@@ -21,7 +21,9 @@ import experiments  # noqa: E402
 
 FLAGS = flags.FLAGS
 flags.DEFINE_multi_string(
-    "gin_file", [experiments.DEFAULT_GIN_FILE], "Gin config file(s); later ones win."
+    "gin_file",
+    [experiments.DEFAULT_GIN_FILE],
+    "Gin config file(s); later ones win. `python -m experiments.configs` lists the shipped ones.",
 )
 flags.DEFINE_multi_string("gin_bindings", [], "Gin bindings, e.g. 'Runner.num_steps = 1000'.")
 flags.DEFINE_string("base_dir", None, "The run's folder (default: a fresh one under runs/).")

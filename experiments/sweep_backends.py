@@ -156,6 +156,7 @@ def run_ray(
     try:
         import ray
         from ray import tune
+        from ray.tune.logger import JsonLoggerCallback
     except ImportError as error:
         raise RunError(
             "--backend=ray needs Ray Tune: pip install -e '.[ray]' (or '.[test]')."
@@ -205,7 +206,10 @@ def run_ray(
         run_config=tune.RunConfig(
             name=datetime.datetime.now().strftime("tune-%Y%m%d-%H%M%S"),
             storage_path=os.path.join(sweep.base_dir, "ray_results"),
-            callbacks=[Recorder()],
+            # Tune's own record of each trial's report (result.json in ray_results/), which
+            # its results table reads when `fit` returns: without one it warns "Failed to
+            # fetch metrics" for every trial.
+            callbacks=[Recorder(), JsonLoggerCallback()],
             failure_config=tune.FailureConfig(max_failures=0, fail_fast=False),
             verbose=0,
         ),

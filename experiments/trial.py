@@ -79,18 +79,7 @@ def process_main(task: Task, connection, parent_pid: int) -> None:
     """
     processes.die_with_parent(parent_pid, signal.SIGTERM)
     signal.signal(signal.SIGINT, signal.SIG_DFL)  # a Ctrl-C stops the run: unfinished, resumed
-    if task.log_path:
-        _redirect_output(task.log_path)
-    try:
-        from experiments import quiet
-
-        quiet.import_tensorflow()
-    except ImportError:
-        os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-    from absl import logging
-
-    logging.set_verbosity(logging.INFO)
-    logging.info("Run %s (seed %d) in %s", task.name, task.seed, task.base_dir)
+    _start(task)
     outcome = run(task)
     sys.stdout.flush()
     sys.stderr.flush()
@@ -114,6 +103,20 @@ def report(connection, outcome: dict, task: Task) -> None:
         )
 
 
+def _start(task: Task) -> None:
+    """A run's process, local or Ray's, as the command line is: its output in the run's log,
+    TensorFlow imported quietly, progress logged in the short line format."""
+    if task.log_path:
+        _redirect_output(task.log_path)
+    from absl import logging
+
+    from experiments import quiet
+
+    quiet.import_tensorflow()
+    logging.set_verbosity(logging.INFO)
+    logging.info("Run %s (seed %d) in %s", task.name, task.seed, task.base_dir)
+
+
 def _redirect_output(path: str) -> None:
     """Points this process's stdout and stderr (Python's and native code's) at `path`."""
     os.makedirs(os.path.dirname(path), exist_ok=True)
@@ -130,6 +133,5 @@ def tune_trainable(config: dict) -> None:
     from ray import tune
 
     task = Task(**{**config["task"], "gin_files": tuple(config["task"]["gin_files"])})
-    if task.log_path:
-        _redirect_output(task.log_path)
+    _start(task)
     tune.report(run(task))

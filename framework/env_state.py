@@ -231,7 +231,11 @@ def _attribute_kind(value: Any) -> str:
 
 
 def _type_name(value: Any) -> str:
-    return f"{type(value).__module__}.{type(value).__qualname__}"
+    return _type_name_of(type(value))
+
+
+def _type_name_of(kind: type) -> str:
+    return f"{kind.__module__}.{kind.__qualname__}"
 
 
 # --- Capture ---------------------------------------------------------------------------------
@@ -308,18 +312,26 @@ def _field(state: Any, key: str, where: str) -> Any:
     return state[key]
 
 
+# Layers that hold nothing of the environment, only which of gymnasium's checks ran: where the
+# state and the environment differ in them alone, they are passed over (the bandit, registered
+# without the checker since its states were first saved with it).
+_CHECK_LAYERS = frozenset({_type_name_of(gymnasium.wrappers.common.PassiveEnvChecker)})
+
+
 def _restorers(env: Any, state: Any, prefix: str) -> list[Callable[[], None]]:
     """Checks `state` against `env` and decodes it; returns the steps that write it into `env`."""
     layers = wrapper_chain(env)
     saved_layers = _field(state, "layers", prefix)
     saved_classes = [_field(saved, "class", prefix) for saved in saved_layers]
-    classes = [_type_name(layer) for layer in layers]
-    if saved_classes != classes:
+    if saved_classes != [_type_name(layer) for layer in layers]:
+        layers = [layer for layer in layers if _type_name(layer) not in _CHECK_LAYERS]
+        saved_layers = [saved for saved in saved_layers if saved["class"] not in _CHECK_LAYERS]
+    if [saved["class"] for saved in saved_layers] != [_type_name(layer) for layer in layers]:
         short = [name.rsplit(".", 1)[-1] for name in saved_classes]
         raise _mismatch(
             f"{prefix}the state is of {_field(state, 'env', prefix)!r} with layers "
             f"{' > '.join(short)}, but this is {_describe(env)!r} with layers "
-            f"{' > '.join(type(layer).__name__ for layer in layers)}"
+            f"{' > '.join(type(layer).__name__ for layer in wrapper_chain(env))}"
         )
     steps = []
     for layer, saved in zip(layers, saved_layers, strict=True):

@@ -8,6 +8,8 @@ files, and the readers that analysis and sweeps use. Nothing else decides a path
       config-changes.diff           how the config of a start refused for not fitting the
                                     checkpoints differed from config.gin
       metadata.json                 {"starts": [...], "last_checkpoint": N}
+      progress.csv                  the scalars of every log step as one table
+                                    (framework/progress_csv.py), continued across resumes
       checkpoints/                  complete-or-ignored checkpoints (framework/checkpointing.py)
       checkpoints/damaged/          damaged checkpoints, set aside, never deleted
       best/                         the best evaluation's policy alone (weights and observation
@@ -41,7 +43,7 @@ from typing import NamedTuple
 
 from absl import logging
 
-from framework import checkpointing, summaries, trials
+from framework import checkpointing, progress_csv, summaries, trials
 from framework.atomic_files import atomic_write
 from framework.event_reader import read_scalars
 
@@ -54,6 +56,7 @@ _RESULT_EVENTS = f"events.out.tfevents.9999999999{summaries.SWEEP_SUFFIX}"
 EVAL_RETURN = "eval/episode_return"
 _OLD_EVENT_FOLDERS = ("train", "eval")  # a TensorBoard run per split, before one per run
 _BEST = "best"
+_PROGRESS = "progress.csv"
 _EVALUATIONS = "evaluations"
 
 
@@ -269,6 +272,21 @@ class RunDirectory:
         if hparams:
             writers.hparams(hparams)
         return writers
+
+    def open_progress(self, resumed_step: int | None) -> progress_csv.ProgressTable:
+        """progress.csv, continued as `open_writers` continues the event files: the rows up to
+        `resumed_step` are kept and the later ones dropped; a start from scratch (None) sets an
+        earlier start's table aside, beside its event files."""
+        path = self.progress_path()
+        if resumed_step is None and os.path.exists(path):
+            target = self._discarded()
+            os.makedirs(target, exist_ok=True)
+            os.replace(path, os.path.join(target, _PROGRESS))
+        return progress_csv.ProgressTable(path, resumed_step)
+
+    def progress_path(self) -> str:
+        """Where the run's progress.csv is."""
+        return os.path.join(self.base_dir, _PROGRESS)
 
     # ----- a sweep's record of the run ------------------------------------------------------
 

@@ -12,10 +12,13 @@ it holds the driver's state (the agent, the loop's observations, episode tallies
 they can be saved, the sub-environments themselves), the runner's counters and every random
 generator, so a resumed run continues bitwise as the uninterrupted one would. An evaluation
 that beats every one before keeps the policy it evaluated (`best/`, outside the resume path).
+A run ends at `num_steps`, or, with `stop_at_return`, at the first evaluation whose mean return
+reaches it (checkpointed at that step: a normal finish, which a later start sees).
 """
 
 import collections
 import dataclasses
+import math
 import time
 from collections.abc import Callable
 from typing import NamedTuple
@@ -34,6 +37,7 @@ from framework.drivers.driver import AgentFactory, Driver, Seeds
 from framework.drivers.synchronous import SynchronousDriver
 from framework.loop import EndedEpisodes
 from framework.parts.environments import make_env
+from framework.progress_csv import ProgressTable
 from framework.run_directory import RunDirectory
 from framework.seeding import (
     derived_seeds,
@@ -130,6 +134,10 @@ class Runner:
         instead of stopping the run.
       max_skipped_fraction: when skipping, stop once this fraction of a log interval's
         gradient steps was skipped (1.0: only when every one of them was).
+      stop_at_return: end the run, checkpointed, at the first evaluation whose mean return is
+        at least this (None: train to `num_steps`). It is a normal finish: the best eval return
+        the checkpoint holds says so to a later start, which trains on only where this is raised
+        (or unbound) beyond it.
     """
 
     def __init__(
@@ -149,6 +157,7 @@ class Runner:
         seed: int = 0,
         skip_nonfinite_updates: bool = False,
         max_skipped_fraction: float = 1.0,
+        stop_at_return: float | None = None,
     ):
         require_positive(
             self,
@@ -167,6 +176,15 @@ class Runner:
             raise ValueError(
                 f"Runner.max_skipped_fraction must be in (0, 1], got {max_skipped_fraction}."
             )
+        if stop_at_return is not None and (
+            isinstance(stop_at_return, bool)
+            or not isinstance(stop_at_return, int | float)
+            or not math.isfinite(stop_at_return)
+        ):
+            raise ValueError(
+                "Runner.stop_at_return must be a finite number (an eval return to stop at) or "
+                f"None (train to Runner.num_steps), got {stop_at_return!r}."
+            )
         self.run_directory = run_directory
         self.num_envs = num_envs
         self.num_steps = num_steps
@@ -178,6 +196,7 @@ class Runner:
         self.seed = seed
         self.skip_nonfinite_updates = skip_nonfinite_updates
         self.max_skipped_fraction = max_skipped_fraction
+        self.stop_at_return = stop_at_return
         agent_seed, env_seed, self._eval_seed, reset_seed = run_seeds(seed)
         self.eval_env = env_factory()
         try:
@@ -222,9 +241,10 @@ class Runner:
             "rngs": {"global": global_rng_states(), "tf": tf.random.get_global_generator()},
         }
 
-    def _save(self, writers: SummaryWriters) -> None:
+    def _save(self, writers: SummaryWriters, table: ProgressTable) -> None:
         # What was logged up to this step must survive a kill, and a power loss, from here on.
         writers.sync()
+        table.sync()
         self.state.last_checkpoint_step = self.state.env_steps
         start = time.perf_counter()
         size = self._store.save(self.state.env_steps, self._checkpoint_state())
@@ -316,7 +336,8 @@ class Runner:
             step,
         )
 
-    def _evaluate_and_log(self, writers: SummaryWriters) -> None:
+    def _evaluate_and_log(self, writers: SummaryWriters) -> dict[str, float]:
+        """Evaluates, keeps the best policy, logs; returns the scalars it logged."""
         result = self.evaluate()
         self.eval_returns.append((result.step, result.mean_return))
         previous = self.state.best_eval_return
@@ -325,15 +346,13 @@ class Runner:
         self.state.best_eval_return = best
         if improved:
             self._keep_best(result.step, best)
-        writers.scalars(
-            result.step,
-            {
-                "eval/episode_return": result.mean_return,
-                "eval/episode_return_std": result.std_return,
-                "eval/episode_length": result.mean_length,
-                "eval/best_episode_return": best,
-            },
-        )
+        scalars = {
+            "eval/episode_return": result.mean_return,
+            "eval/episode_return_std": result.std_return,
+            "eval/episode_length": result.mean_length,
+            "eval/best_episode_return": best,
+        }
+        writers.scalars(result.step, scalars)
         logging.info(
             "eval at step %d: return %.1f +- %.1f (%s)",
             result.step,
@@ -341,6 +360,13 @@ class Runner:
             result.std_return,
             "the best so far: its policy kept in best/" if improved else f"best {best:.1f}",
         )
+        return scalars
+
+    def reached_stop_return(self) -> bool:
+        """Whether an evaluation of this run reached `stop_at_return`: the best eval return,
+        which every checkpoint holds, is at least it."""
+        best = self.state.best_eval_return
+        return self.stop_at_return is not None and best is not None and best >= self.stop_at_return
 
     def _keep_best(self, step: int, eval_return: float) -> None:
         """What acting needs, as it acted now, outside the resume path: a failure to write it
@@ -378,6 +404,16 @@ class Runner:
                 2 * self.num_steps,
             )
             return self.eval_returns
+        if self.reached_stop_return():
+            logging.info(
+                "This run reached Runner.stop_at_return = %g (its best eval return is %.1f) and "
+                "ended at environment step %d; nothing to train. To train it further, start it "
+                "again with a higher Runner.stop_at_return, or unbind it, and the same --base_dir.",
+                self.stop_at_return,
+                self.state.best_eval_return,
+                self.state.env_steps,
+            )
+            return self.eval_returns
         schedules = self.agent.schedules()
         for schedule in schedules:
             logging.info("Learning rate (train/learning_rate): %s.", schedule)
@@ -386,23 +422,28 @@ class Runner:
             texts["learning_rate_schedule"] = "\n\n".join(schedules)
         writers = self.run_directory.open_writers(self.restored_step, texts, hparams)
         try:
-            start = time.perf_counter()
+            table = self.run_directory.open_progress(self.restored_step)
             try:
-                self._train(writers)
+                start = time.perf_counter()
+                try:
+                    self._train(writers, table)
+                finally:
+                    self.loop_seconds = time.perf_counter() - start
             finally:
-                self.loop_seconds = time.perf_counter() - start
+                table.close()
         finally:
             writers.close()
         return self.eval_returns
 
-    def _train(self, writers: SummaryWriters) -> None:
+    def _train(self, writers: SummaryWriters, table: ProgressTable) -> None:
         state = self.state
         log = Cadence(self.log_interval, state.env_steps)
         histogram = Cadence(self.histogram_interval, state.env_steps)
         evaluation = Cadence(self.eval_interval, state.env_steps)
         checkpoint = Cadence(self.checkpoint_interval, state.env_steps)
         progress = _Progress(state.env_steps)
-        while state.env_steps < self.num_steps and self.stop_requested is None:
+        reached = False  # an evaluation reached stop_at_return: the run ends at its step
+        while state.env_steps < self.num_steps and self.stop_requested is None and not reached:
             until = min(self.num_steps, log.next, histogram.next, evaluation.next, checkpoint.next)
             advanced = self.driver.advance(state.env_steps, until, self._stop_is_requested)
             state.env_steps = advanced.env_steps
@@ -412,29 +453,44 @@ class Runner:
             if advanced.health != Health():
                 self._account(advanced.health, advanced.last_update)
             last = state.env_steps >= self.num_steps
-            if log.due(state.env_steps) or last:
-                self._log_progress(writers, progress)
+            row = {}  # the scalars logged at this step, progress.csv's row
+            logged = log.due(state.env_steps) or last
+            if logged:
+                row.update(self._log_progress(writers, progress, final=last))
             if histogram.due(state.env_steps):
                 writers.histograms(state.env_steps, self.agent.histogram_variables())
             self.seconds["logging and checkpoints"] += time.perf_counter() - start
             if evaluation.due(state.env_steps) or last:
                 start = time.perf_counter()
-                self._evaluate_and_log(writers)
+                row.update(self._evaluate_and_log(writers))
                 self.seconds["evaluation"] += time.perf_counter() - start
-            if checkpoint.due(state.env_steps) or last:
-                start = time.perf_counter()
-                self._save(writers)
-                self.seconds["logging and checkpoints"] += time.perf_counter() - start
-        if self.stop_requested is not None:
-            self._stop(writers)
+                reached = self.reached_stop_return()
+                if reached and not logged:  # the end of the run: its progress, as at the last
+                    row.update(self._log_progress(writers, progress, final=True))
+            start = time.perf_counter()
+            if row:
+                table.add(state.env_steps, row)
+            if checkpoint.due(state.env_steps) or last or reached:
+                self._save(writers, table)
+            self.seconds["logging and checkpoints"] += time.perf_counter() - start
+        if reached:
+            logging.info(
+                "Reached Runner.stop_at_return = %g at step %d (eval return %.1f): the run ends "
+                "here, finished, with its checkpoint at this step.",
+                self.stop_at_return,
+                state.env_steps,
+                self.eval_returns[-1][1],
+            )
+        elif self.stop_requested is not None:
+            self._stop(writers, table)
 
     def _stop_is_requested(self) -> bool:
         return self.stop_requested is not None
 
-    def _stop(self, writers: SummaryWriters) -> None:
+    def _stop(self, writers: SummaryWriters, table: ProgressTable) -> None:
         """Checkpoints the step reached (unless it just did) and says where the run stopped."""
         if self.state.last_checkpoint_step != self.state.env_steps:
-            self._save(writers)
+            self._save(writers, table)
         raise Stopped(
             self.stop_requested,
             self.state.env_steps,
@@ -459,6 +515,9 @@ class Runner:
         """One point per tag per step, however many sub-environments ended an episode in it."""
         self.state.episodes += len(ended.returns)
         progress.returns.extend(ended.returns.tolist())
+        progress.ended += len(ended.returns)
+        progress.return_sum += float(ended.returns.sum())
+        progress.length_sum += float(ended.lengths.sum())
         writers.pending_scalars(
             step,
             {
@@ -468,8 +527,13 @@ class Runner:
             },
         )
 
-    def _log_progress(self, writers: SummaryWriters, progress: "_Progress") -> None:
-        """The driver's metrics, the runner's counters, throughput and policy diagnostics."""
+    def _log_progress(
+        self, writers: SummaryWriters, progress: "_Progress", final: bool
+    ) -> dict[str, float]:
+        """The driver's metrics, the runner's counters, throughput and policy diagnostics, at a
+        log step or the run's `final` one; returns them, with the mean return and length of the
+        episodes ended since the last log (progress.csv's, not TensorBoard's: its points are
+        the episodes themselves)."""
         state, step = self.state, self.state.env_steps
         now = time.perf_counter()
         speed = (step - progress.last_step) / (now - progress.last_time)
@@ -482,22 +546,29 @@ class Runner:
                 "train/applied_updates": state.applied_updates,
             }
         )
-        if state.skipped_nonfinite_steps or step >= self.num_steps:  # noise when zero
+        if state.skipped_nonfinite_steps or final:  # noise when zero
             scalars["train/skipped_nonfinite_steps"] = state.skipped_nonfinite_steps
         scalars.update(self.driver.diagnostics())
         writers.scalars(step, scalars)
         recent = np.mean(progress.returns) if progress.returns else float("nan")
+        episodes = len(progress.returns)
         logging.info(
-            "step %d/%d | return (last %d episodes) %.1f | %.0f steps/s",
+            "step %d/%d | return (last %d episode%s) %.1f | %.0f steps/s",
             step,
             self.num_steps,
-            len(progress.returns),
+            episodes,
+            "" if episodes == 1 else "s",
             recent,
             speed,
         )
+        if progress.ended:
+            scalars["train/mean_episode_return"] = progress.return_sum / progress.ended
+            scalars["train/mean_episode_length"] = progress.length_sum / progress.ended
         progress.last_step, progress.last_time = step, now
+        progress.ended, progress.return_sum, progress.length_sum = 0, 0.0, 0.0
         self._check_skipped_fraction()
         state.interval_gradient_steps = state.interval_skipped_steps = 0
+        return scalars
 
     def _check_finite(self, health: Health) -> None:
         step = self.state.env_steps
@@ -552,8 +623,11 @@ class Runner:
 
 
 class _Progress:
-    """Throughput since the last log, and the returns of recent episodes."""
+    """Throughput since the last log, the returns of recent episodes, and the episodes ended
+    since the last log."""
 
     def __init__(self, step: int):
         self.last_step, self.last_time = step, time.perf_counter()
         self.returns: collections.deque[float] = collections.deque(maxlen=20)
+        # The episodes ended since the last log, for progress.csv.
+        self.ended, self.return_sum, self.length_sum = 0, 0.0, 0.0

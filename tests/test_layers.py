@@ -20,6 +20,7 @@ FRAMEWORK_LAYERS = [
         "framework.batch_packing",
         "framework.config",
         "framework.config_sources",
+        "framework.console",
         "framework.direct_call",
         "framework.env_state",
         "framework.event_reader",
@@ -40,7 +41,12 @@ FRAMEWORK_LAYERS = [
         "framework.export",
     },
     {"framework.drivers"},  # what the runner drives: they know no files
-    {"framework.checkpointing", "framework.summaries", "framework.run_directory"},
+    {
+        "framework.checkpointing",
+        "framework.progress_csv",
+        "framework.summaries",
+        "framework.run_directory",
+    },
     {"framework.runner"},
 ]
 # What an agent may not know: files, configs, seeding, processes, the drivers and the scheduler.
@@ -51,6 +57,7 @@ NOT_FOR_AGENTS = {
     "framework.drivers",
     "framework.event_reader",
     "framework.processes",
+    "framework.progress_csv",
     "framework.run_directory",
     "framework.runner",
     "framework.seeding",

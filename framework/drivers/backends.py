@@ -47,7 +47,7 @@ from typing import Any, Protocol
 import gin
 import numpy as np
 
-from framework import processes
+from framework import console, processes
 from framework.agent import Health
 from framework.config import Snapshot
 
@@ -182,14 +182,15 @@ class Threads(_InProcess):
 class RemoteWorker:
     """Builds a worker from the parsed config in a fresh interpreter (a process, an actor).
 
-    `worker` is the pickled `(factory, arguments)`, unpickled once the config is applied: its
-    modules imported (the folders beside a gin file that some came from on `sys.path`), so that
-    an agent or environment of the user's own module, named in the arguments, imports too.
+    TensorFlow is imported first, quietly and with the framework's log format
+    (`framework.console`). `worker` is the pickled `(factory, arguments)`, unpickled once the
+    config is applied: its modules imported (the folders beside a gin file that some came from
+    on `sys.path`), so that an agent or environment of the user's own module, named in the
+    arguments, imports too.
     """
 
     def __init__(self, config: Snapshot, worker: bytes):
-        import tensorflow as tf
-
+        tf = console.import_tensorflow()
         # Small networks: one op thread each, so that workers do not fight over the cores.
         tf.config.threading.set_intra_op_parallelism_threads(1)
         tf.config.threading.set_inter_op_parallelism_threads(1)

@@ -74,7 +74,9 @@ class MultiArmedBanditEnv(gymnasium.Env):
 
 
 if BANDIT_ID not in gymnasium.registry:  # Re-importing (e.g. a module reload) must not warn.
-    gymnasium.register(id=BANDIT_ID, entry_point=MultiArmedBanditEnv)
+    # Without gymnasium's passive checker: the observation space Box(1, 1) is one point on
+    # purpose, which it would warn about at every environment built.
+    gymnasium.register(id=BANDIT_ID, entry_point=MultiArmedBanditEnv, disable_env_checker=True)
 
 
 class UnknownEnvironmentError(ValueError):
@@ -82,7 +84,11 @@ class UnknownEnvironmentError(ValueError):
 
 
 def _register_ale_envs() -> None:
-    """Registers the `ALE/...` ids, which gymnasium only knows once ale_py is imported."""
+    """Registers the `ALE/...` ids, which gymnasium only knows once ale_py is imported.
+
+    ALE's own log is set to warnings and errors: at Info it prints its banner ("A.L.E: Arcade
+    Learning Environment (version ...)", "[Powered by Stella]") at the first emulator built.
+    """
     try:
         import ale_py
     except ImportError as error:
@@ -90,6 +96,7 @@ def _register_ale_envs() -> None:
             "Atari environments (ids starting with 'ALE/') need ale-py: install the atari extra "
             "with `pip install -e .[atari]`."
         ) from error
+    ale_py.ALEInterface.setLoggerMode(ale_py.LoggerMode.Warning)
     gymnasium.register_envs(ale_py)
 
 

@@ -3,12 +3,15 @@ written by hand (known event files, so every number in the table is known)."""
 
 import json
 import os
+import subprocess
+import sys
 
 import numpy as np
 import pytest
 import tensorflow as tf
 
-from experiments import analyze, statistics
+from experiments import RunError, analyze, statistics
+from tests.experiments.cli import REPO_ROOT
 
 
 def test_iqm_trims_a_quarter_from_each_end():
@@ -197,3 +200,37 @@ def test_the_final_return_plot_of_a_learning_rate_sweep_has_a_log_axis(tmp_path,
     )
     analyze.plot_final_vs_parameter(runs, trials, rate, str(tmp_path / "rate.png"))
     assert scales == ["log"] and os.path.getsize(tmp_path / "rate.png") > 0
+
+
+@pytest.mark.parametrize("module", ["pandas", "matplotlib", "rliable"])
+def test_a_missing_module_of_the_analysis_extra_is_named_with_the_extra_to_install(
+    module, monkeypatch
+):
+    for loaded in [name for name in sys.modules if name.startswith(f"{module}.")]:
+        monkeypatch.delitem(sys.modules, loaded)
+    monkeypatch.setitem(sys.modules, module, None)  # `import module` fails, as if not installed
+    with pytest.raises(RunError) as raised:
+        analyze.analyze(["no/such/folder"])
+    message = str(raised.value)
+    assert f"no module named '{module}'" in message
+    assert "pip install -e '.[analysis]'" in message
+
+
+def test_the_command_line_without_pandas_says_which_extra_to_install(tmp_path):
+    # The quick start installs no extras: `experiments.analyze` must say what to install.
+    script = (
+        "import sys\n"
+        "sys.modules['pandas'] = None  # as if not installed\n"
+        f"sys.argv = ['analyze', {str(tmp_path)!r}]\n"
+        "from experiments import analyze\n"
+        "analyze.run_main()\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", script], cwd=REPO_ROOT, capture_output=True, text=True, timeout=120
+    )
+    assert done.returncode == 1
+    assert done.stderr.startswith("experiments.analyze: error: The analysis needs the analysis")
+    assert len(done.stderr.strip().splitlines()) == 1, done.stderr  # one paragraph
+    assert "no module named 'pandas'" in done.stderr
+    assert "pip install -e '.[analysis]'" in done.stderr
+    assert "Traceback" not in done.stderr

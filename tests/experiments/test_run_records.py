@@ -157,3 +157,14 @@ def test_a_binding_of_an_included_file_made_moot_by_an_override_is_not_unused(tm
     assert not any("never used" in m for m in warned), warned
     said = [r.getMessage() for r in caplog.records if r.levelno == logging.INFO]
     assert any("HardUpdate.period, of an included file, is not used" in m for m in said), said
+
+
+def test_a_bandit_run_stops_at_its_return_and_writes_progress_csv(tmp_path):
+    # Any evaluation reaches -10 (the arms pay 0.2-0.7 on average): the first one ends the run.
+    result = experiments.train(BANDIT, [*SHORT, "Runner.stop_at_return = -10.0"], str(tmp_path))
+    assert result.env_steps == 100 and [step for step, _ in result.eval_returns] == [100]
+    with open(tmp_path / "progress.csv") as f:
+        header, *rows = f.read().splitlines()
+    assert header.startswith("step,train/loss,") and "eval/episode_return" in header
+    assert [row.split(",")[0] for row in rows] == ["100"]  # the bandit logs every 100 steps
+    assert experiments.train(BANDIT, SHORT, str(tmp_path)).env_steps == 200  # unbound: on

@@ -6,7 +6,9 @@ Runs are tiny (a few hundred pulls); most of each run's seconds are its process 
 import glob
 import io
 import json
+import logging
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -241,7 +243,25 @@ def test_a_run_whose_sweep_was_killed_says_so_in_its_log_not_a_traceback(caplog)
     assert "The sweep that started this run is gone" in caplog.text
 
 
-def test_a_sweep_on_a_local_ray_instance(local_ray, tmp_path):
+def _assert_quiet_short_log(path: str) -> None:
+    """A run's log: its progress, each line in the framework's short format, and nothing of
+    TensorFlow's C++ start-up (CUDA probing, cuInit) or of gymnasium's checker."""
+    with open(path) as f:
+        lines = f.read().splitlines()
+    assert any(" runner] step 200/200 | return (last 20 episodes) " in line for line in lines)
+    for line in lines:
+        assert re.match(r"[DIWEF] \d\d:\d\d:\d\d \S+\] ", line), (path, line)
+
+
+def test_every_line_of_a_local_runs_log_is_in_the_short_format(grid):
+    for run in grid.runs:
+        _assert_quiet_short_log(grid.log_path(run))
+
+
+def test_a_sweep_on_a_local_ray_instance(local_ray, tmp_path, caplog, monkeypatch):
+    # Where Tune's results table warns when it finds no record of a trial's results.
+    analysis = logging.getLogger("ray.tune.analysis.experiment_analysis")
+    monkeypatch.setattr(analysis, "handlers", [*analysis.handlers, caplog.handler])
     definition = sweep.define(
         [BANDIT],
         TINY,
@@ -257,6 +277,10 @@ def test_a_sweep_on_a_local_ray_instance(local_ray, tmp_path):
     # Tune's own TensorBoard logger stayed off: the only event files are the sweep's and runs'.
     tune_events = glob.glob(str(tmp_path / "ray_results" / "**" / "*tfevents*"), recursive=True)
     assert tune_events == []
+    # Tune's results table found its record of every trial: no "Failed to fetch metrics".
+    assert "Failed to fetch metrics" not in caplog.text
+    for run in definition.runs:
+        _assert_quiet_short_log(definition.log_path(run))
 
 
 def test_a_killed_driver_then_the_same_command_completes_every_run_exactly_once(tmp_path):

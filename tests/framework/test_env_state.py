@@ -109,6 +109,24 @@ def test_bandit_resumes_exactly(tmp_path):
     assert len({r[1] for r in recorded if isinstance(r, tuple)}) == 50  # Random rewards.
 
 
+@pytest.mark.filterwarnings("ignore:.*maximum and minimum values are equal")  # the checker's
+def test_a_bandit_state_saved_with_the_env_checker_restores_into_one_without(tmp_path):
+    # The bandit was registered with gymnasium's passive checker (a layer of its own) until its
+    # one-point observation space stopped warning: the checkpoints of that time still resume.
+    checked = gymnasium.make("MultiArmedBandit-v0", disable_env_checker=False)
+    assert "PassiveEnvChecker" in [type(x).__name__ for x in env_state.wrapper_chain(checked)]
+    checked.reset(seed=3)
+    _play(checked, [0, 1, 2])
+    state = env_state.capture(checked)
+    recorded = _play(checked, [3, 2, 1, 0] * 5)
+
+    bandit = make_env("MultiArmedBandit-v0")
+    assert "PassiveEnvChecker" not in [type(x).__name__ for x in env_state.wrapper_chain(bandit)]
+    bandit.reset(seed=11)
+    env_state.restore(bandit, _through_files(state, tmp_path))
+    _assert_same(recorded, _play(bandit, [3, 2, 1, 0] * 5))
+
+
 def _make_vector(mode, num_envs=3):
     """As the training loop builds it: `copy=False` hands out the env's own observation buffer."""
     return gymnasium.vector.SyncVectorEnv(

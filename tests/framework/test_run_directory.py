@@ -99,6 +99,25 @@ def test_open_writers_from_scratch_sets_earlier_events_aside(tmp_path):
     assert glob.glob(str(tmp_path / "discarded" / "*" / "*set-aside-events*"))
 
 
+def test_progress_csv_grows_its_columns_keeps_rows_on_resume_and_is_set_aside_afresh(tmp_path):
+    folder = RunDirectory(str(tmp_path))
+    table = folder.open_progress(None)
+    table.add(5, {"train/x": 1.5, "train/episodes": 3})
+    table.add(10, {"train/x": 2.0, "eval/y": -1.25})  # a new tag: the header widens
+    table.add(15, {"train/x": 2.5})
+    table.close()
+    with open(folder.progress_path()) as f:
+        assert f.read() == "step,train/x,train/episodes,eval/y\n5,1.5,3,\n10,2,,-1.25\n15,2.5,,\n"
+    resumed = folder.open_progress(10)  # the rows after the step resumed from go
+    resumed.add(15, {"train/x": 3.0})
+    resumed.close()
+    with open(folder.progress_path()) as f:
+        assert f.read().splitlines()[1:] == ["5,1.5,3,", "10,2,,-1.25", "15,3,,"]
+    folder.open_progress(None).close()  # from scratch: the earlier table set aside
+    assert not os.path.exists(folder.progress_path())
+    assert glob.glob(str(tmp_path / "discarded" / "*" / "progress.csv"))
+
+
 def test_open_writers_on_resume_supersedes_later_steps(tmp_path):
     _log(tmp_path, range(1, 11))  # killed at step 10; its checkpoint was at 5
     writers = RunDirectory(str(tmp_path)).open_writers(5)

@@ -1,6 +1,8 @@
 """The runner's schedule with a fake agent on a fake environment (no network, no learner): the
 cadences at vector steps, the non-finite policy, and a signal's stop, save and resume."""
 
+import csv
+
 import gymnasium as gym
 import numpy as np
 import pytest
@@ -172,3 +174,85 @@ def test_a_signal_mid_advance_stops_at_that_step_with_a_checkpoint_and_resumes_e
         read_scalars(tmp_path / "stopped")["train/loss"]
         == read_scalars(tmp_path / "whole")["train/loss"]
     )
+
+
+def _table(folder) -> list[dict[str, str]]:
+    with open(RunDirectory(str(folder)).progress_path(), newline="") as f:
+        return list(csv.DictReader(f))
+
+
+def test_progress_csv_has_a_row_per_logged_step_with_the_scalars_logged_at_it(tmp_path):
+    runner = _runner(tmp_path)
+    runner.run()
+    rows = _table(tmp_path)
+    assert [int(row["step"]) for row in rows] == _crossings(5) == [6, 12, 15, 21, 27, 30]
+    scalars = read_scalars(tmp_path)
+    for row in rows:
+        step = int(row["step"])
+        for tag, value in row.items():
+            if tag == "step" or value == "":
+                continue
+            if tag.startswith("train/mean_episode_"):  # the episodes since the last row
+                continue
+            assert float(value) == pytest.approx(dict(scalars[tag])[step], rel=1e-6), tag
+    # The evaluation's columns appear at its first step (12), empty where it did not run.
+    assert [row["eval/episode_return"] for row in rows] == ["", "4", "", "4", "", "4"]
+    # Episodes ended at 12 and 24 (3 each, 4 steps, return 4): the rows after them say so.
+    assert [row["train/mean_episode_return"] for row in rows] == ["", "4", "", "", "4", ""]
+    assert rows[-1]["train/skipped_nonfinite_steps"] == "0"  # the last row, as TensorBoard's
+
+
+def test_a_resumed_run_continues_progress_csv_without_a_step_twice(tmp_path):
+    _runner(tmp_path / "whole").run()
+    killed = tmp_path / "killed"
+    _runner(killed).run()
+    # As if killed after the checkpoint at 15 (9, 15, 21, 28->30): the later ones never were,
+    # and a kill cut the last row short.
+    for path in (killed / "checkpoints").glob("ckpt-*"):
+        if int(path.name.split(".")[0].split("-")[1]) > 15:
+            path.unlink()
+    with open(RunDirectory(str(killed)).progress_path(), "a") as f:
+        f.write("33,0.5,1")
+    resumed = _runner(killed)
+    assert resumed.restore() == 15
+    resumed.run()
+    whole, again = _table(tmp_path / "whole"), _table(killed)
+    assert [row["step"] for row in again] == [row["step"] for row in whole]
+    for mine, theirs in zip(again, whole, strict=True):
+        del mine["train/steps_per_second"], theirs["train/steps_per_second"]  # time, not data
+        assert mine == theirs
+
+
+def test_a_run_ends_at_the_first_evaluation_that_reaches_stop_at_return(tmp_path, caplog):
+    caplog.set_level("INFO")
+    runner = _runner(tmp_path, stop_at_return=4.0)  # every evaluation returns 4.0
+    assert runner.run() == [(12, 4.0)]
+    runner.close()
+    assert runner.state.env_steps == 12
+    assert max(complete_steps(runner.run_directory.checkpoint_dir)) == 12  # checkpointed there
+    assert "Reached Runner.stop_at_return = 4 at step 12 (eval return 4.0)" in caplog.text
+    assert _table(tmp_path)[-1]["step"] == "12"
+    # A later start sees it finished: it trains nothing.
+    caplog.clear()
+    again = _runner(tmp_path, stop_at_return=4.0)
+    assert again.run() == [] and again.state.env_steps == 12
+    again.close()
+    assert "This run reached Runner.stop_at_return = 4 (its best eval return is 4.0)" in caplog.text
+    # Out of reach (or unbound), it trains on to Runner.num_steps.
+    further = _runner(tmp_path, stop_at_return=4.5)
+    assert further.run() == [(21, 4.0), (30, 4.0)]
+    further.close()
+
+
+@pytest.mark.parametrize("bad", [float("nan"), float("inf"), "475", True])
+def test_stop_at_return_must_be_a_finite_number(tmp_path, bad):
+    with pytest.raises(ValueError, match=r"Runner\.stop_at_return must be a finite number"):
+        _runner(tmp_path, stop_at_return=bad)
+
+
+def test_the_progress_line_counts_episodes_in_the_singular_and_the_plural(tmp_path, caplog):
+    caplog.set_level("INFO")
+    _runner(tmp_path, num_envs=1, num_steps=10, log_interval=5).run()  # episodes end at 4, 8
+    lines = [r.getMessage() for r in caplog.records if r.getMessage().startswith("step ")]
+    assert lines[0].startswith("step 5/10 | return (last 1 episode) 4.0 |"), lines
+    assert lines[1].startswith("step 10/10 | return (last 2 episodes) 4.0 |"), lines

@@ -1,6 +1,10 @@
 """Tests for framework/environments.py: the bandit, the id check and the Atari preprocessing."""
 
+import os
 import re
+import subprocess
+import sys
+import warnings
 
 import gin
 import gymnasium
@@ -46,9 +50,12 @@ def test_bandit_passes_check_env():
     check_env(gymnasium.make(BANDIT_ID).unwrapped)
 
 
-@pytest.mark.filterwarnings(_EQUAL_BOUNDS)
 def test_bandit_observation_is_constant_and_one_step_terminates():
-    env = make_env(BANDIT_ID)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # a one-point Box on purpose: no checker to warn of it
+        env = make_env(BANDIT_ID)
+        env.reset(seed=0)
+        env.step(0)
     obs, _ = env.reset(seed=0)
     np.testing.assert_array_equal(obs, [1.0])
     for arm in range(env.action_space.n):
@@ -80,7 +87,6 @@ def test_bandit_arm_rewards_match_configured_means():
         assert np.std(rewards) == pytest.approx(std, rel=0.1)
 
 
-@pytest.mark.filterwarnings(_EQUAL_BOUNDS)
 def test_bandit_gin_bindings_reach_make_env(clean_gin):
     gin.parse_config(
         """
@@ -179,3 +185,20 @@ def test_atari_seeding_is_reproducible():
     second = _run_atari(seed=3, steps=20)
     for obs_a, obs_b in zip(first, second, strict=True):
         np.testing.assert_array_equal(obs_a, obs_b)
+
+
+def test_building_an_atari_env_prints_no_banner_and_its_errors_still_surface():
+    # ALE prints its banner from C++ at the first emulator a process builds: a fresh process.
+    script = (
+        "from framework.parts.environments import make_atari_env\n"
+        "make_atari_env('ALE/Pong-v5').reset(seed=0)\n"
+        "print('built')\n"
+        "make_atari_env('ALE/Pong-v5', env_kwargs={'mode': 99})\n"
+    )
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(__file__))))
+    done = subprocess.run(
+        [sys.executable, "-c", script], cwd=root, capture_output=True, text=True, timeout=120
+    )
+    assert done.stdout == "built\n"
+    assert "A.L.E" not in done.stderr and "Stella" not in done.stderr, done.stderr
+    assert done.returncode != 0 and "Invalid game mode requested" in done.stderr
