@@ -13,7 +13,7 @@ import os
 import re
 import signal
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:  # imported inside the calls: importing this package stays cheap
@@ -195,17 +195,39 @@ def train(
     strict: bool = False,
     declare_hparams: bool = True,
     start_afresh: bool = False,
+    verbose: bool = True,
 ) -> TrainResult:
     """Trains a config into `base_dir` (a fresh folder under runs/ by default), resuming from
     its newest complete checkpoint if it has one. Raises RunError on bad input or a failed run.
 
     `declare_hparams=False` leaves the HParams dashboard's columns to the caller (a sweep
     declares them once for all its trials). `start_afresh` trains a folder whose records show
-    checkpoints it no longer has from step 0 again, setting what is left aside.
+    checkpoints it no longer has from step 0 again, or one whose run had another seed, agent
+    or environment, setting what is left aside. It logs what the command line does (its run
+    folder, evaluations, progress, the closing summary) in the same lines; `verbose=False`
+    keeps to warnings and errors. TensorFlow, if this call imports it, says nothing.
     """
-    return train_prepared(
-        build(gin_files, bindings, base_dir, seed, strict, declare_hparams, start_afresh)
-    )
+    with _progress_log(verbose):
+        return train_prepared(
+            build(gin_files, bindings, base_dir, seed, strict, declare_hparams, start_afresh)
+        )
+
+
+@contextlib.contextmanager
+def _progress_log(verbose: bool) -> Iterator[None]:
+    """The framework's progress lines at INFO (warnings only, unless `verbose`) for the call,
+    as the command line shows them; outside an absl app absl would show warnings alone."""
+    from absl import logging
+
+    from framework import console
+
+    console.import_tensorflow()  # before the agents import it: no C++ start-up lines
+    previous = logging.get_verbosity()
+    logging.set_verbosity(logging.INFO if verbose else logging.WARNING)
+    try:
+        yield
+    finally:
+        logging.set_verbosity(previous)
 
 
 def train_prepared(prepared: PreparedRun) -> TrainResult:

@@ -1,6 +1,7 @@
 """`experiments.train` from Python: runs in one process do not leak into each other."""
 
 import json
+import re
 import subprocess
 import sys
 
@@ -75,3 +76,23 @@ def test_a_result_reports_the_curve_and_the_folder(tmp_path):
     assert result.env_steps == 300 and result.resumed_from is None
     again = experiments.train(BANDIT, CONFIGS["a"], str(tmp_path), seed=4)
     assert again.resumed_from == 300 and again.eval_returns == []  # nothing left to train
+
+
+def test_train_from_a_script_shows_progress_not_tensorflow_and_verbose_false_is_quiet(tmp_path):
+    script = (
+        "import sys, experiments\n"
+        "bindings = ['Runner.num_steps = 200', 'Runner.eval_interval = 100']\n"
+        f"experiments.train({BANDIT!r}, bindings, {str(tmp_path / 'a')!r})\n"
+        "print('-- quiet --', file=sys.stderr, flush=True)\n"
+        f"experiments.train({BANDIT!r}, bindings, {str(tmp_path / 'b')!r}, verbose=False)\n"
+    )
+    completed = subprocess.run(
+        [sys.executable, "-c", script], cwd=cli.REPO_ROOT, capture_output=True, text=True
+    )
+    assert completed.returncode == 0, completed.stderr[-3000:]
+    verbose, quiet = completed.stderr.split("-- quiet --\n")
+    assert re.search(r"^I \d\d:\d\d:\d\d runner\] eval at step 200: return", verbose, re.M)
+    assert re.search(r"^I \d\d:\d\d:\d\d __init__\] Done: final eval return", verbose, re.M)
+    for noise in ("cuda", "cuInit", "oneDNN", "cpu_feature_guard", "WARNING: All log messages"):
+        assert noise not in completed.stderr, completed.stderr
+    assert quiet == "", quiet
