@@ -222,12 +222,13 @@ def _progress_log(verbose: bool) -> Iterator[None]:
     from framework import console
 
     console.import_tensorflow()  # before the agents import it: no C++ start-up lines
-    previous = logging.get_verbosity()
+    absl_logger = logging.get_absl_logger()
+    previous = absl_logger.level  # NOTSET stays NOTSET: the process's own logging decides
     logging.set_verbosity(logging.INFO if verbose else logging.WARNING)
     try:
         yield
     finally:
-        logging.set_verbosity(previous)
+        absl_logger.setLevel(previous)
 
 
 def train_prepared(prepared: PreparedRun) -> TrainResult:

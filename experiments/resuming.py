@@ -24,6 +24,7 @@ _DECISIVE = re.compile(
     r"(networks\.)?(mlp|nature_cnn|actor_mlp|critic_mlp|actor_critic_mlp)\.\w+)$"
 )
 _SHOWN = 6  # decisive lines named in the paragraph; the rest are in the file
+_SHORT_DETAIL = 400  # characters of the checkpoint's complaint still said in the paragraph
 
 
 def _bound(config: str) -> dict[str, str]:
@@ -88,10 +89,13 @@ def explain_misfit(message: str, folder: object, current: str) -> str:
     )
     path = folder.write_config_changes(f"{diff}\n\nThe checkpoint's complaint:\n{message}\n")
     more = len(changed) - len(shown)
+    # The checkpoint's own complaint where it is short (a worker count); a list of every
+    # missing variable is left to the file.
+    detail = f" In detail: {message}" if len(message) <= _SHORT_DETAIL else ""
     return (
         f"The config changed since the checkpoints in {folder.checkpoint_dir} were written, "
         f"and they do not fit it: {'; '.join(shown)} (- as config.gin has it, + now)"
         f"{f', and {more} more changed lines' if more > 0 else ''}. The whole difference, and "
         f"what the checkpoint lacks, is in {path}. Resume with the config they were written "
-        "with, or train the new one in a new --base_dir."
+        f"with, or train the new one in a new --base_dir.{detail}"
     )
