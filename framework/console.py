@@ -99,7 +99,14 @@ class ShortFormatter(logging.Formatter):
     def format(self, record: logging.LogRecord) -> str:
         letter = self._LETTERS.get(record.levelno, record.levelname[:1])
         when = self.formatTime(record, "%H:%M:%S")
-        return f"{letter} {when} {record.module}] {super().format(record)}"
+        return f"{letter} {when} {_module_of(record)}] {super().format(record)}"
+
+
+def _module_of(record: logging.LogRecord) -> str:
+    """The module that logged; a package's `__init__.py` by the package's name."""
+    if record.module == "__init__":
+        return os.path.basename(os.path.dirname(record.pathname)) or record.module
+    return record.module
 
 
 _HANDLER_NAME = "rlframe-console"

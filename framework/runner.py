@@ -135,9 +135,9 @@ class Runner:
       max_skipped_fraction: when skipping, stop once this fraction of a log interval's
         gradient steps was skipped (1.0: only when every one of them was).
       stop_at_return: end the run, checkpointed, at the first evaluation whose mean return is
-        at least this (None: train to `num_steps`). It is a normal finish: the best eval return
-        the checkpoint holds says so to a later start, which trains on only where this is raised
-        (or unbound) beyond it.
+        at least this (None: train to `num_steps`). It is a normal finish: a later start sees
+        from the best eval return its checkpoint holds that the run reached it, and trains on
+        only where `stop_at_return` is unbound or raised above that return.
     """
 
     def __init__(

@@ -39,6 +39,8 @@ def test_the_short_format_says_severity_time_module_and_message():
     assert re.fullmatch(r"W \d\d:\d\d:\d\d runner\] a b", console.ShortFormatter().format(record))
     record.levelno = logging.CRITICAL
     assert console.ShortFormatter().format(record).startswith("F ")
+    package = logging.LogRecord("absl", 20, "/x/experiments/__init__.py", 1, "m", (), None)
+    assert console.ShortFormatter().format(package).endswith(" experiments] m")
 
 
 def test_a_worker_imports_tensorflow_silently_and_logs_in_the_short_format():
