@@ -92,7 +92,7 @@ def test_train_from_a_script_shows_progress_not_tensorflow_and_verbose_false_is_
     assert completed.returncode == 0, completed.stderr[-3000:]
     verbose, quiet = completed.stderr.split("-- quiet --\n")
     assert re.search(r"^I \d\d:\d\d:\d\d runner\] eval at step 200: return", verbose, re.M)
-    assert re.search(r"^I \d\d:\d\d:\d\d __init__\] Done: final eval return", verbose, re.M)
+    assert re.search(r"^I \d\d:\d\d:\d\d experiments\] Done: final eval return", verbose, re.M)
     for noise in ("cuda", "cuInit", "oneDNN", "cpu_feature_guard", "WARNING: All log messages"):
         assert noise not in completed.stderr, completed.stderr
     assert quiet == "", quiet
