@@ -240,7 +240,11 @@ def train_prepared(prepared: PreparedRun) -> TrainResult:
 
     from experiments import resuming
     from framework import config, trials
-    from framework.checkpointing import CheckpointError, CheckpointFormatError
+    from framework.checkpointing import (
+        CheckpointError,
+        CheckpointFormatError,
+        CheckpointMismatchError,
+    )
     from framework.run_directory import DamagedRecordError, RunFolderBusyError
     from framework.runner import NonFiniteError, Stopped
     from framework.summaries import HParamsSession
@@ -268,7 +272,7 @@ def train_prepared(prepared: PreparedRun) -> TrainResult:
                 resumed_from = runner.restore(prepared.start_afresh)
             except CheckpointFormatError as error:  # the code changed, not the config
                 raise RunError(str(error)) from None
-            except CheckpointError as error:
+            except CheckpointMismatchError as error:  # whole, but not of this config
                 current = gin.operative_config_str()
                 raise RunError(resuming.explain_misfit(str(error), folder, current)) from None
             REQUESTS.check_start_up()

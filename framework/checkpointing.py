@@ -312,22 +312,30 @@ class CheckpointStore:
         or as soon as it meets one of another format.
         """
         split = _split(state)
-        problems, damaged = [], []
+        problems: list[_Unusable] = []
+        damaged = []
         for step in self.complete_steps():
             prefix = self._prefix(step)
             try:
                 saved = self._load(prefix, split, partial=False)
             except _Unusable as problem:
                 logging.warning("Skipping damaged or mismatched checkpoint %s: %s", prefix, problem)
-                problems.append(f"{prefix}: {problem}")
+                problems.append(problem)
                 damaged.append(prefix)
                 continue
             self._quarantine(damaged)
             return step, _rebuild(state, saved)
         if problems:
-            raise CheckpointError(
-                f"No usable checkpoint in {self.directory} ({'; '.join(problems)}). Nothing was "
-                "deleted: inspect or move the directory, or start the run in a new --base_dir."
+            # Every one whole but not of this state: the config changed, not the files.
+            kind = (
+                CheckpointMismatchError
+                if all(isinstance(problem, _Mismatched) for problem in problems)
+                else CheckpointError
+            )
+            listed = "; ".join(f"{p}: {q}" for p, q in zip(damaged, problems, strict=True))
+            raise kind(
+                f"No usable checkpoint in {self.directory} ({listed}). Nothing was deleted: "
+                "inspect or move the directory, or start the run in a new --base_dir."
             )
         unmarked = glob.glob(os.path.join(self.directory, "ckpt-*" + _VALUES_SUFFIX))
         if unmarked:  # a run killed while writing its first checkpoint: that one never counted

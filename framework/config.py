@@ -378,7 +378,8 @@ def snapshot() -> Snapshot:
     modules |= {name for name in sys.modules if name.startswith("framework.parts.")}
     modules |= set(imported_modules())  # a gin file's `import`, as the text repeats it
     modules -= {"__main__"}
-    folders = {_import_root(module) for module in modules} & _GIN_FILE_FOLDERS
+    # Where a gin file's own `import`s were found beside it (not where the framework is).
+    folders = {_import_root(module) for module in imported_modules()} & _GIN_FILE_FOLDERS
     return Snapshot(gin.config_str(), tuple(sorted(modules)), tuple(sorted(folders)))
 
 

@@ -31,7 +31,7 @@ from absl import logging
 
 from framework import evaluation
 from framework.agent import Agent, Health
-from framework.checkpointing import CheckpointError
+from framework.checkpointing import CheckpointError, CheckpointMismatchError
 from framework.drivers import asynchronous  # noqa: F401  (registers the driver with gin)
 from framework.drivers.driver import AgentFactory, Driver, Seeds
 from framework.drivers.synchronous import SynchronousDriver
@@ -287,7 +287,7 @@ class Runner:
             exact = self.driver.load_state(state["driver"], step)
             set_global_rng_states(state["rngs"]["global"])
         except (ValueError, TypeError, KeyError) as error:
-            raise CheckpointError(
+            raise CheckpointMismatchError(
                 f"The checkpoint at step {step} in {self._store.directory} does not fit this "
                 f"run's config: {' '.join(str(error).split())}"
             ) from error

@@ -229,6 +229,8 @@ def summary_in(text: str, name: str) -> str:
 
 def test_every_part_is_summed_up_by_the_whole_first_sentence_of_its_docstring(listing):
     for part in parts.all_parts():
+        if part.source.startswith("tests."):  # a test's own stand-in, registered on import
+            continue
         assert part.doc, f"{part.name} ({part.source}) has no docstring"
         assert part.summary.endswith("."), f"{part.name}: {part.summary!r} is cut"
         assert summary_in(listing, part.name) == part.summary
