@@ -17,7 +17,6 @@ from collections.abc import Iterator, Sequence
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:  # imported inside the calls: importing this package stays cheap
-    from framework.policy import Policy
     from framework.run_directory import RunDirectory
     from framework.runner import Runner
 
@@ -27,6 +26,7 @@ from experiments.errors import (
     required_binding_message,
     without_gin_call_stack,
 )
+from experiments.loading import load as load  # experiments.load(run_dir) -> Policy
 from experiments.stopping import REQUESTS
 
 DEFAULT_GIN_FILE = "gin_configs/dqn/cartpole.gin"
@@ -335,20 +335,3 @@ def train_prepared(prepared: PreparedRun) -> TrainResult:
             folder.base_dir,
         )
     return result
-
-
-def load(
-    run_dir: str,
-    checkpoint: str | int = "latest",
-    bindings: Sequence[str] = (),
-    render_mode: str | None = None,
-) -> "Policy":
-    """The trained policy of `run_dir`: its newest complete checkpoint ("latest"), the best
-    evaluation's snapshot ("best") or the checkpoint of a step, read without writing anything
-    (a run still training may be read). `policy.act(observations [N, ...], explore=False)
-    -> actions [N, ...]`, numpy in and out; `policy.agent` for its networks; `policy.env` the
-    run's evaluation environment. `bindings` change the environment (say, another id or a
-    TimeLimit) as long as its spaces stay; `render_mode` is gymnasium's. Raises RunError."""
-    from experiments import loading
-
-    return loading.load(run_dir, checkpoint, bindings, render_mode)

@@ -41,10 +41,14 @@ def load(
     bindings: Sequence[str] = (),
     render_mode: str | None = None,
 ) -> "Policy":
-    """The policy of `run_dir` at `checkpoint` ("latest", "best" or a step), on the run's
-    evaluation environment (built with gymnasium's `render_mode` where given). Raises RunError
-    naming what is wrong (not a run, no such checkpoint, a damaged one, a config that no longer
-    builds, an environment whose spaces do not fit the agent).
+    """The trained policy of `run_dir`: its newest complete checkpoint ("latest"), the best
+    evaluation's snapshot ("best") or the checkpoint of a step, read without writing anything
+    (a run still training may be read). `policy.act(observations [N, ...], explore=False)
+    -> actions [N, ...]`, numpy in and out; `policy.agent` for its networks; `policy.env` the
+    run's evaluation environment (built with gymnasium's `render_mode` where given).
+    `bindings` change the environment (another id, a TimeLimit) as long as its spaces stay.
+    Raises RunError naming what is wrong (not a run, no such checkpoint, a damaged one, a
+    config that no longer builds, an environment whose spaces do not fit the agent).
 
     As `train`, it parses the run's config into gin's global config (clearing what was bound
     before) and seeds the global generators with the run's seed."""
