@@ -138,7 +138,7 @@ class DDPGAgent(ReplayAgent):
             action_shape=(self.action_size,),
             action_dtype=np.float32,
         )
-        self.check_replay_capacity()
+        self.check_replay()
         observation_dtype = tf.as_dtype(observation_space.dtype)
         self.acting = networks.actor_forward(self.actor)
         self.learner = Learner(

@@ -4,7 +4,10 @@ gradient processor, optimizer, replay and exploration schedule are each one gin 
 Acting: epsilon-greedy on the online network, batched over the sub-environments. Small MLPs act
 from a numpy copy of the weights (refreshed after every learner call); other networks through
 one compiled forward pass.
-Learning: as every replay agent (`agents/off_policy.py`).
+Learning: as every replay agent (`agents/off_policy.py`). A categorical network (C51: `mlp`
+with a `support`) with a categorical target and `CategoricalCrossEntropyLoss` is bound like
+any other network, target and loss: the agent acts on its expected values. A prioritized
+replay's importance weights go into the loss, and its per-sample errors back to the replay.
 Checkpoints hold the replay unless `checkpoint_replay=False` (Atari: a full replay is GBs). A
 run resumed from such a checkpoint starts with an empty replay and trains again once it holds
 a transition, from fewer and newer ones than the uninterrupted run would: not an exact
@@ -21,7 +24,10 @@ import tensorflow as tf
 
 from agents.off_policy import ReplayAgent
 from framework.learner import Learner, UpdateGroup
-from framework.parts import networks
+from framework.parts import (
+    networks,
+    prioritized_replay,  # noqa: F401  (registers PrioritizedReplay with gin)
+)
 from framework.parts.exploration import (
     LinearSchedule,
     check_probability_schedule,
@@ -48,6 +54,8 @@ class DQNAgent(ReplayAgent):
     Parts left None: `TDHuberLoss`, `QLearningTarget`, Adam(1e-4), `HardUpdate()` and a
     `LinearSchedule()` of epsilon. `eval_epsilon`: the evaluation policy's epsilon (0: greedy).
     """
+
+    takes_prioritized_replay = True
 
     def __init__(
         self,
@@ -100,9 +108,11 @@ class DQNAgent(ReplayAgent):
             n_step=n_step,
             gamma=gamma,
         )
-        self.check_replay_capacity()
+        self.check_replay()
         observation_dtype = tf.as_dtype(observation_space.dtype)
         self.acting = networks.acting_forward(self.online)
+        # A prioritized replay's batches carry importance weights: [gradient steps, batch].
+        weight = {"weight": tf.TensorSpec([None, batch_size], tf.float32)}
         self.learner = Learner(
             UpdateGroup(
                 self._loss,
@@ -119,8 +129,10 @@ class DQNAgent(ReplayAgent):
                 "reward": tf.TensorSpec([None, batch_size], tf.float32),
                 "discount": tf.TensorSpec([None, batch_size], tf.float32),
                 "next_observation": tf.TensorSpec([None, batch_size, *shape], observation_dtype),
+                **(weight if self.replay.prioritized else {}),
             },
             publish=self.acting.variables,
+            per_sample=self.replay.prioritized,
         )
 
     def act(self, observations: np.ndarray, explore: bool) -> np.ndarray:
@@ -134,16 +146,18 @@ class DQNAgent(ReplayAgent):
         return {"epsilon": self.epsilon(self.steps)}
 
     def _loss(self, batch):
-        q_values = self.online(batch["observation"])  # [B, A]
-        q_selected = tf.gather(q_values, tf.cast(batch["action"], tf.int32), axis=-1, batch_dims=1)
+        # Q-values [B, A], or a categorical network's logits [B, A, Z]: the taken action's
+        # [B] or [B, Z], and a target of the same shape.
+        outputs = self.online(batch["observation"])
+        selected = tf.gather(outputs, tf.cast(batch["action"], tf.int32), axis=1, batch_dims=1)
         next_observation = batch["next_observation"]
         targets = self.td_target(
             batch["reward"],
             batch["discount"],
             self.online(next_observation),
             self.target(next_observation),
-        )  # [B]
-        return self.loss(q_selected, targets)
+        )
+        return self.loss(selected, targets, batch.get("weight"))
 
     def networks(self) -> dict[str, keras.Model]:
         return {"online": self.online, "target": self.target}
@@ -152,8 +166,9 @@ class DQNAgent(ReplayAgent):
         return {"online": self.online}
 
     def policy_outputs(self, observations: tf.Tensor) -> dict[str, tf.Tensor]:
-        """Greedy on the online network's Q-values (an export leaves `eval_epsilon` out)."""
-        q_values = self.online(observations)  # [N, A]
+        """Greedy on the online network's Q-values (a categorical network's expected values;
+        an export leaves `eval_epsilon` out)."""
+        q_values = networks.q_values(self.online, self.online(observations))  # [N, A]
         return {"action": tf.argmax(q_values, axis=-1), "q_values": q_values}
 
     def diagnostics(self, observation: np.ndarray) -> dict[str, float]:

@@ -1,7 +1,8 @@
 """What DQN and DDPG/TD3 share: transitions go to a replay; `gradient_steps` for every multiple
 of `train_freq` transitions crossed after `learning_starts` (a vector step of N transitions may
 cross several), all of a call's batches sampled at once and run by the learner in one compiled
-call, after which acting reads the new weights from the call's published copy."""
+call, after which acting reads the new weights from the call's published copy. A prioritized
+replay gets the call's per-sample errors back (`Learner.per_sample`) for the indices it drew."""
 
 import abc
 from typing import Any
@@ -22,6 +23,9 @@ class ReplayAgent(Agent):
     replay: UniformReplay
     learner: Learner
     acting: Any  # networks.NumpyForward and kin: `refresh(values=None)`
+    # Whether the agent's loss takes a prioritized replay's weights and gives its per-sample
+    # errors back (the learner's `per_sample` output "error").
+    takes_prioritized_replay = False
 
     def __init__(
         self,
@@ -47,8 +51,15 @@ class ReplayAgent(Agent):
         self.steps = 0  # transitions observed; drives exploration and the training schedule
         self._due_calls = 0  # training calls due since the last update
 
-    def check_replay_capacity(self) -> None:
-        """A replay smaller than a batch would repeat transitions in every batch."""
+    def check_replay(self) -> None:
+        """A replay smaller than a batch would repeat transitions in every batch; a prioritized
+        one needs an agent whose loss weighs samples and hands back their errors."""
+        if self.replay.prioritized and not self.takes_prioritized_replay:
+            raise ValueError(
+                f"{type(self).__name__} does not take a prioritized replay "
+                f"({type(self.replay).__name__}): its loss neither weighs samples nor gives "
+                "their errors back. Use UniformReplay, or DQNAgent for prioritized replay."
+            )
         if self.replay.capacity < self.batch_size:
             raise ValueError(
                 f"The replay's capacity ({self.replay.capacity}) is below "
@@ -72,6 +83,8 @@ class ReplayAgent(Agent):
             return {}, Health()
         batches = self.replay.sample_stack(calls * self.gradient_steps, self.batch_size, self.rng)
         metrics, health = self.learner.run(batches, env_steps)
+        if self.replay.prioritized:
+            self.replay.update_priorities(self.learner.per_sample["error"])
         self.acting.refresh(self.learner.published)
         metrics = metrics.with_values(
             {**self.exploration_metrics(), "replay_size": len(self.replay)}

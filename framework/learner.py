@@ -29,6 +29,10 @@ Batch = dict[str, tf.Tensor]
 Metrics = dict[str, tf.Tensor]
 LossFn = Callable[[Batch], tuple[tf.Tensor, Metrics]]
 
+# A loss's extras under this prefix are per-sample values ([batch]), not metrics: the learner
+# never logs them and, where asked (`Learner(per_sample=True)`), gathers them per step.
+PER_SAMPLE = "per_sample/"
+
 
 @dataclasses.dataclass
 class UpdateGroup:
@@ -84,6 +88,9 @@ class Learner(tf.Module):
         `published`: an acting copy of the weights then costs no call of its own (~100-300 us).
       loss_state: variables the losses themselves change (a `tf.random.Generator`'s `state`),
         restored with everything else when an optimistic call rolls back.
+      per_sample: gather the losses' per-sample extras (keys under `PER_SAMPLE`, shape [batch])
+        of every step into `per_sample` after each `run`, as [steps, batch] arrays: what a
+        prioritized replay writes back. Off, they are never computed past the trace.
     """
 
     def __init__(
@@ -94,6 +101,7 @@ class Learner(tf.Module):
         publish: Sequence[tf.Variable] = (),
         loss_state: Sequence[tf.Variable] = (),
         direct_call: bool = True,
+        per_sample: bool = False,
     ):
         super().__init__(name="learner")
         groups = [groups] if isinstance(groups, UpdateGroup) else list(groups)
@@ -137,6 +145,9 @@ class Learner(tf.Module):
         self._metric_layout: FlatLayout | None = None  # recorded when traced
         self._loss_state = list(loss_state)
         self._set_published(None)
+        self._gather_per_sample = per_sample
+        self._per_sample_names: list[str] = []  # recorded when traced
+        self._set_per_sample({})
         self.steps = tf.Variable(0, dtype=tf.int64, trainable=False, name="steps")
         self.applied_updates = tf.Variable(0, dtype=tf.int64, trainable=False, name="updates")
         # Per group: applies (the step its target updater counts) and target updates so far.
@@ -177,19 +188,43 @@ class Learner(tf.Module):
         (`Health.from_tensor`).
         """
         self.set_environment_steps(environment_steps)
-        metrics, health, published = self.calls(batches)
+        metrics, health, published, *per_sample = self.calls(batches)
         self._set_published(self._published_layout.split(published.numpy()))
+        self._set_per_sample(
+            {name: x.numpy() for name, x in zip(self._per_sample_names, per_sample, strict=True)}
+        )
         return PackedMetrics(metrics, self._metric_layout), health
 
     def _train_call(self, batches: Batch, optimistic: bool) -> tuple[tf.Tensor, ...]:
         """Inside the compiled call: the steps, the counters written once, what comes back."""
         first_step = self.steps.read_value() + 1
 
-        def step(batch, index, applies):
-            return self._step(batch, first_step + tf.cast(index, tf.int64), applies, optimistic)
+        def step(batch, index, carry):
+            applies, stacks = carry
+            outputs, applies = self._step(
+                batch, first_step + tf.cast(index, tf.int64), applies, optimistic
+            )
+            per_sample = {}
+            for group, output in zip(self.groups, outputs["groups"], strict=True):
+                per_sample.update(
+                    {group.prefix + k: v for k, v in output.pop("per_sample").items()}
+                )
+            # Each step writes its row of the [steps, batch] stacks, carried through the loop.
+            stacks = {
+                name: tf.tensor_scatter_nd_update(stack, [[index]], per_sample[name][None])
+                for name, stack in stacks.items()
+            }
+            return outputs, (applies, stacks)
 
         applies = [count.read_value() for count in self.group_applies]
-        totals, applies = repeat(step, batches, applies, self._step_spec(batches))
+        num_steps = tf.shape(tf.nest.flatten(batches)[0])[0]
+        stacks = {
+            name: tf.zeros(tf.concat([[num_steps], spec.shape.as_list()], 0), tf.float32)
+            for name, spec in self._per_sample_spec(batches).items()
+        }
+        totals, (applies, stacks) = repeat(
+            step, batches, (applies, stacks), self._step_spec(batches)
+        )
         self.steps.assign_add(tf.cast(tf.shape(tf.nest.flatten(batches)[0])[0], tf.int64))
         self.applied_updates.assign_add(tf.cast(totals["health"][1], tf.int64))
         for index, sums in enumerate(totals["groups"]):
@@ -202,7 +237,8 @@ class Learner(tf.Module):
         health = tf.stack([*totals["health"], self.nonfinite_variables()])
         self._metric_layout, metrics = FlatLayout.flatten(metrics)
         published = self._published_layout.concat(self._publish)
-        return metrics, tf.cast(health, tf.int64), published
+        self._per_sample_names = list(stacks)
+        return metrics, tf.cast(health, tf.int64), published, *stacks.values()
 
     def _step(
         self, batch: Batch, step: tf.Tensor, applies: list[tf.Tensor], optimistic: bool
@@ -249,10 +285,16 @@ class Learner(tf.Module):
         apply_now = release if optimistic else tf.logical_and(finite, release)
         target_updated = _cond_or_run(apply_now, apply)
         metrics = {"loss": loss, "grad_norm": grad_norm, "learning_rate": learning_rate}
+        per_sample = {
+            name[len(PER_SAMPLE) :]: tf.cast(value, tf.float32)
+            for name, value in extras.items()
+            if name.startswith(PER_SAMPLE) and self._gather_per_sample
+        }
         return {
             **step_outputs(finite, loss, {**metrics, **extras, **processor_metrics}),
             "applied": tf.cast(apply_now, tf.float32),
             "target_updates": tf.cast(target_updated, tf.float32),
+            "per_sample": per_sample,
         }
 
     def _step_spec(self, batches: Batch) -> dict:
@@ -265,6 +307,16 @@ class Learner(tf.Module):
             for group in self.groups
         ]
         return {"groups": groups, "health": [tf.TensorSpec([], tf.float32)] * 4}
+
+    def _per_sample_spec(self, batches: Batch) -> dict[str, tf.TensorSpec]:
+        """The per-sample extras gathered per step (none unless `per_sample`), by name."""
+        if not self._gather_per_sample:
+            return {}
+        return {
+            group.prefix + name: spec
+            for group in self.groups
+            for name, spec in per_sample_spec(group, batches).items()
+        }
 
     @property
     def group_applies(self) -> list[tf.Variable]:
@@ -312,6 +364,15 @@ class Learner(tf.Module):
         # Past tf.Module's attribute tracking, which would wrap the list for checkpointing at
         # ~150 us a call: these are copies, never saved.
         object.__setattr__(self, "_published", values)
+
+    @property
+    def per_sample(self) -> dict[str, np.ndarray]:
+        """After the last `run`, each gathered per-sample extra (its name without `PER_SAMPLE`,
+        after its group's prefix) as a [steps, batch] array; empty unless `per_sample`."""
+        return self._per_sample
+
+    def _set_per_sample(self, values: dict[str, np.ndarray]) -> None:
+        object.__setattr__(self, "_per_sample", values)  # a copy, never saved (as `published`)
 
     @property
     def tracing_count(self) -> int:
@@ -380,7 +441,11 @@ def step_outputs(finite: tf.Tensor, loss: tf.Tensor, metrics: Metrics) -> dict:
     """What every group's step reports: a non-finite step counts in the health and adds nothing
     to the averages (its NaNs would hide every other step's values)."""
     return {
-        "metrics": {k: tf.where(finite, tf.cast(v, tf.float32), 0.0) for k, v in metrics.items()},
+        "metrics": {
+            k: tf.where(finite, tf.cast(v, tf.float32), 0.0)
+            for k, v in metrics.items()
+            if not k.startswith(PER_SAMPLE)
+        },
         "ran": tf.cast(finite, tf.float32),
         "nonfinite": 1.0 - tf.cast(finite, tf.float32),
         "nonfinite_loss": 1.0 - tf.cast(tf.math.is_finite(loss), tf.float32),
@@ -403,17 +468,35 @@ def group_outputs_spec(
 ) -> dict:
     """The structure of `step_outputs` plus `applied` for `group`: its metric names come from a
     trace of the loss alone (its forward pass, nothing more)."""
-    batch = tf.nest.map_structure(lambda x: tf.TensorSpec(x.shape[1:], x.dtype), batches)
-    _, extras = (
-        tf.function(group.loss_fn, autograph=False).get_concrete_function(batch).structured_outputs
-    )
     scalar = tf.TensorSpec([], tf.float32)
     metrics = dict.fromkeys(
         ["loss", "grad_norm", *extra_metrics, *group.gradient_processor.metric_names], scalar
     )
-    metrics.update({name: tf.TensorSpec(value.shape, tf.float32) for name, value in extras.items()})
+    metrics.update(
+        {
+            name: tf.TensorSpec(value.shape, tf.float32)
+            for name, value in _traced_extras(group, batches).items()
+            if not name.startswith(PER_SAMPLE)
+        }
+    )
     spec = dict.fromkeys(("ran", "applied", "nonfinite", "nonfinite_loss"), scalar)
     return {"metrics": metrics, **spec}
+
+
+def per_sample_spec(group: UpdateGroup, batches: Batch) -> dict[str, tf.TensorSpec]:
+    """The group loss's per-sample extras (keys under `PER_SAMPLE`, the prefix dropped)."""
+    return {
+        name[len(PER_SAMPLE) :]: tf.TensorSpec(value.shape, tf.float32)
+        for name, value in _traced_extras(group, batches).items()
+        if name.startswith(PER_SAMPLE)
+    }
+
+
+def _traced_extras(group: UpdateGroup, batches: Batch) -> dict[str, tf.Tensor]:
+    """The loss's extras from a trace of it alone (its forward pass, nothing more)."""
+    batch = tf.nest.map_structure(lambda x: tf.TensorSpec(x.shape[1:], x.dtype), batches)
+    traced = tf.function(group.loss_fn, autograph=False).get_concrete_function(batch)
+    return traced.structured_outputs[1]
 
 
 def averages(groups: Sequence[UpdateGroup], totals: Sequence[dict]) -> Metrics:

@@ -1,7 +1,10 @@
 """Losses: small gin-configurable callables, hyperparameters as fields, one call signature.
 
 Each returns `(loss, extras)`: a scalar to minimise and a dict of scalar metric tensors that the
-shared learner logs without knowing which loss ran.
+shared learner logs without knowing which loss ran. The TD losses also take optional per-sample
+`weights` (a prioritized replay's importance weights: the loss is then `mean(w_i * l_i)`) and
+return each sample's error under `per_sample/error` (learner.PER_SAMPLE), which a prioritized
+replay turns into new priorities.
 """
 
 import gin
@@ -40,12 +43,12 @@ class TDMSELoss:
     """Mean squared TD error `mean((target - Q(s, a))^2)`; the target carries no gradient."""
 
     def __call__(
-        self, q_selected: tf.Tensor, targets: tf.Tensor
+        self, q_selected: tf.Tensor, targets: tf.Tensor, weights: tf.Tensor | None = None
     ) -> tuple[tf.Tensor, dict[str, tf.Tensor]]:
         # Prediction minus target: the sign is free for a symmetric loss, and this order keeps a
         # negation out of the backward pass (see TDHuberLoss).
         td_error = q_selected - tf.stop_gradient(targets)  # [B]
-        loss = tf.reduce_mean(tf.square(td_error))
+        loss = weighted_mean(tf.square(td_error), weights)
         return loss, _td_extras(q_selected, td_error)
 
 
@@ -59,7 +62,7 @@ class TDHuberLoss:
         self.delta = delta
 
     def __call__(
-        self, q_selected: tf.Tensor, targets: tf.Tensor
+        self, q_selected: tf.Tensor, targets: tf.Tensor, weights: tf.Tensor | None = None
     ) -> tuple[tf.Tensor, dict[str, tf.Tensor]]:
         # Prediction minus target, as Keras and SB3 write it. `target - q` gives the same loss,
         # but the negation it adds to the backward pass made XLA's CPU runtime schedule a
@@ -67,14 +70,49 @@ class TDHuberLoss:
         td_error = q_selected - tf.stop_gradient(targets)  # [B]
         abs_error = tf.abs(td_error)
         quadratic = tf.minimum(abs_error, self.delta)
-        loss = tf.reduce_mean(0.5 * tf.square(quadratic) + self.delta * (abs_error - quadratic))
-        return loss, _td_extras(q_selected, td_error)
+        per_sample = 0.5 * tf.square(quadratic) + self.delta * (abs_error - quadratic)  # [B]
+        return weighted_mean(per_sample, weights), _td_extras(q_selected, td_error)
+
+
+@gin.configurable
+class CategoricalCrossEntropyLoss:
+    """C51's loss (Bellemare et al., 2017): the cross-entropy `-sum_z m_z log p_z(s, a)` from
+    the projected target distribution `m` to the predicted one, averaged over the batch.
+
+    Its per-sample error is that cross-entropy, as Dopamine's Rainbow prioritizes by it (the
+    paper's KL differs by the target's entropy, which carries no gradient).
+    """
+
+    def __call__(
+        self, logits: tf.Tensor, target_probabilities: tf.Tensor, weights: tf.Tensor | None = None
+    ) -> tuple[tf.Tensor, dict[str, tf.Tensor]]:
+        # logits [B, Z] of the taken action; target_probabilities [B, Z], rows summing to 1
+        cross_entropy = tf.nn.softmax_cross_entropy_with_logits(
+            labels=tf.stop_gradient(target_probabilities), logits=logits
+        )  # [B]
+        loss = weighted_mean(cross_entropy, weights)
+        return loss, {
+            "cross_entropy": tf.reduce_mean(cross_entropy),
+            PER_SAMPLE_ERROR: cross_entropy,
+        }
+
+
+# The key of a loss's per-sample error in its extras (learner.PER_SAMPLE + "error").
+PER_SAMPLE_ERROR = "per_sample/error"
+
+
+def weighted_mean(per_sample: tf.Tensor, weights: tf.Tensor | None) -> tf.Tensor:
+    """`mean(l_i)`, or `mean(w_i * l_i)` with importance weights (Schaul et al., 2016)."""
+    if weights is None:
+        return tf.reduce_mean(per_sample)
+    return tf.reduce_mean(tf.cast(weights, per_sample.dtype) * per_sample)
 
 
 def _td_extras(q_selected: tf.Tensor, td_error: tf.Tensor) -> dict[str, tf.Tensor]:
     return {
         "mean_q": tf.reduce_mean(q_selected),
         "mean_abs_td_error": tf.reduce_mean(tf.abs(td_error)),
+        PER_SAMPLE_ERROR: td_error,
     }
 
 

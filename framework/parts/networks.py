@@ -13,6 +13,8 @@ import keras
 import numpy as np
 import tensorflow as tf
 
+from framework.parts.value_distribution import CategoricalSupport
+
 _NUMPY_ACTIVATIONS: dict[str, Callable[[np.ndarray], np.ndarray]] = {
     "relu": lambda x: np.maximum(x, 0.0),
     "tanh": np.tanh,
@@ -33,6 +35,66 @@ def _head(features, num_outputs: int, dueling: bool, uniform_initial_output: boo
     )
     centred = advantage - keras.ops.mean(advantage, axis=-1, keepdims=True)
     return value + centred
+
+
+class AtomLogits(keras.layers.Layer):
+    """A categorical head's logits `[B, A, Z]` over `support`'s atoms: reshapes the head's
+    `[B, A * Z]`, and for a dueling head adds the value stream's `[B, Z]` to the centred
+    advantages atom by atom, as Rainbow does (Hessel et al., 2018). Holds the support, a
+    constant and not a weight, from which the Q-values (expected values) are read."""
+
+    def __init__(self, support: CategoricalSupport, num_actions: int, **kwargs):
+        super().__init__(**kwargs)
+        self.support = support
+        self.num_actions = num_actions
+
+    def call(self, inputs):
+        advantage, *value = inputs if isinstance(inputs, (list, tuple)) else [inputs]
+        logits = keras.ops.reshape(advantage, (-1, self.num_actions, self.support.num_atoms))
+        if not value:
+            return logits
+        centred = logits - keras.ops.mean(logits, axis=1, keepdims=True)
+        return value[0][:, None, :] + centred
+
+    def get_config(self):
+        support = self.support
+        return {
+            **super().get_config(),
+            "num_actions": self.num_actions,
+            "support": [support.num_atoms, support.v_min, support.v_max],
+        }
+
+
+def _categorical_head(
+    features, num_actions: int, support: CategoricalSupport, dueling: bool, initializer: str
+):
+    """Logits `[B, A, Z]`; dueling: a value stream of Z logits and an advantage one of A * Z."""
+    num_atoms = support.num_atoms
+    if not dueling:
+        output = keras.layers.Dense(
+            num_actions * num_atoms, kernel_initializer=initializer, name="output"
+        )(features)
+        return AtomLogits(support, num_actions, name="atom_logits")(output)
+    value = keras.layers.Dense(num_atoms, kernel_initializer=initializer, name="value")(features)
+    advantage = keras.layers.Dense(
+        num_actions * num_atoms, kernel_initializer=initializer, name="advantage"
+    )(features)
+    return AtomLogits(support, num_actions, name="atom_logits")([advantage, value])
+
+
+def categorical_support_of(model: keras.Model) -> CategoricalSupport | None:
+    """The support of a categorical network's head, or None for a Q-network."""
+    for layer in model.layers:
+        if isinstance(layer, AtomLogits):
+            return layer.support
+    return None
+
+
+def q_values(model: keras.Model, outputs: tf.Tensor) -> tf.Tensor:
+    """Q-values from `model`'s outputs: themselves, or a categorical network's expected values
+    `sum_z p_z z` ([B, A, Z] -> [B, A])."""
+    support = categorical_support_of(model)
+    return outputs if support is None else support.expected_values(outputs)
 
 
 def _check_units(owner: str, hidden_units: Any) -> None:
@@ -57,11 +119,14 @@ def mlp(
     activation: str = "relu",
     dueling: bool = False,
     uniform_initial_output: bool = False,
+    support: CategoricalSupport | None = None,
 ) -> keras.Model:
     """A dense torso and a linear head (logits for a policy, Q-values for a critic).
 
     `uniform_initial_output` zeroes the output kernel and bias: every state then maps to equal
     logits, so a softmax policy starts uniform over the actions (and Q-values start at 0).
+    `support`: a categorical head instead (C51), logits `[B, num_outputs, Z]` over its atoms;
+    `q_values(model, outputs)` reads the Q-values from them.
     """
     if activation not in _NUMPY_ACTIVATIONS:
         raise ValueError(
@@ -75,7 +140,11 @@ def mlp(
         features = keras.layers.Dense(units, activation=activation, name=f"hidden_{index}")(
             features
         )
-    outputs = _head(features, num_outputs, dueling, uniform_initial_output)
+    if support is None:
+        outputs = _head(features, num_outputs, dueling, uniform_initial_output)
+    else:
+        initializer = "zeros" if uniform_initial_output else "glorot_uniform"
+        outputs = _categorical_head(features, num_outputs, support, dueling, initializer)
     return keras.Model(inputs, outputs, name="mlp")
 
 
@@ -140,7 +209,8 @@ class NumpyForward:
 
     A `tf.function` call costs ~200 us, while a small MLP in numpy takes ~10 us: acting from a
     numpy copy of the weights, refreshed after each learner call, keeps TensorFlow out of the
-    per-environment-step path. Use `NumpyForward.supports(model)` to decide.
+    per-environment-step path. Use `NumpyForward.supports(model)` to decide. A categorical
+    network's copy returns its Q-values (`q_values`), the expected values of its atoms.
     """
 
     def __init__(self, model: keras.Model):
@@ -153,6 +223,7 @@ class NumpyForward:
         self._dueling = any(layer.name == "advantage" for layer in model.layers)
         head_names = ("value", "advantage") if self._dueling else ("output",)
         self._head_layers = [model.get_layer(name) for name in head_names]
+        self._support = categorical_support_of(model)
         self.variables = _kernels_and_biases(self._hidden + self._head_layers)
         self.refresh()
 
@@ -185,12 +256,24 @@ class NumpyForward:
         x = np.asarray(observations, dtype=np.float32)  # [batch, features]
         for (kernel, bias), activation in zip(self._hidden_weights, self._activations, strict=True):
             x = activation(x @ kernel + bias)
+        if self._support is not None:
+            return self._categorical_q_values(x)
         if not self._dueling:
             kernel, bias = self._head_weights[0]
             return x @ kernel + bias  # [batch, outputs]
         (v_kernel, v_bias), (a_kernel, a_bias) = self._head_weights
         advantage = x @ a_kernel + a_bias
         return x @ v_kernel + v_bias + advantage - advantage.mean(axis=-1, keepdims=True)
+
+    def _categorical_q_values(self, features: np.ndarray) -> np.ndarray:
+        """`AtomLogits` in numpy, then the expected value per action: [batch, A]."""
+        kernel, bias = self._head_weights[-1]  # "output", or dueling's "advantage"
+        logits = (features @ kernel + bias).reshape(len(features), -1, self._support.num_atoms)
+        if self._dueling:
+            v_kernel, v_bias = self._head_weights[0]
+            value = features @ v_kernel + v_bias  # [batch, Z]
+            logits = value[:, None, :] + logits - logits.mean(axis=1, keepdims=True)
+        return self._support.expected_values_numpy(logits)
 
 
 class CompiledForward:

@@ -42,6 +42,8 @@ class ReplayCheckpointError(ValueError):
 class UniformReplay:
     """Ring buffer that overwrites its oldest transition and samples uniformly."""
 
+    prioritized = False  # a prioritized replay wants the loss's errors back (`update_priorities`)
+
     def __init__(
         self,
         observation_shape: tuple[int, ...],

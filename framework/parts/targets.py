@@ -8,6 +8,8 @@ serves one-step and n-step targets.
 import gin
 import tensorflow as tf
 
+from framework.parts.value_distribution import CategoricalSupport
+
 
 @gin.configurable
 class QLearningTarget:
@@ -58,3 +60,48 @@ class MinCriticTarget:
         # rewards, discounts [B]; next_q_targets: one [B] per target critic
         next_q = tf.reduce_min(tf.stack(next_q_targets), axis=0)  # [B]
         return tf.stop_gradient(rewards + discounts * next_q)
+
+
+@gin.configurable
+class CategoricalQLearningTarget:
+    """C51's target (Bellemare et al., 2017): the distribution of `r + discount * Z(s', a*)`,
+    `a* = argmax_a E[Z_target(s', a)]`, projected onto `support`'s atoms.
+
+    Takes the networks' logits `[B, A, Z]` where the scalar targets take Q-values, and returns
+    target probabilities `[B, Z]` for `CategoricalCrossEntropyLoss`. `support` (default: a
+    `CategoricalSupport()` from its gin bindings) must be the network's.
+    """
+
+    def __init__(self, support: CategoricalSupport | None = None):
+        self.support = support or CategoricalSupport()
+
+    def __call__(
+        self,
+        rewards: tf.Tensor,
+        discounts: tf.Tensor,
+        next_logits_online: tf.Tensor,
+        next_logits_target: tf.Tensor,
+    ) -> tf.Tensor:
+        chooser = self._chooser(next_logits_online, next_logits_target)
+        best_actions = tf.argmax(
+            self.support.expected_values(chooser), axis=-1, output_type=tf.int32
+        )
+        logits = tf.gather(next_logits_target, best_actions, axis=1, batch_dims=1)  # [B, Z]
+        return tf.stop_gradient(self.support.project(rewards, discounts, tf.nn.softmax(logits)))
+
+    @staticmethod
+    def _chooser(next_logits_online: tf.Tensor, next_logits_target: tf.Tensor) -> tf.Tensor:
+        del next_logits_online  # the target network both selects and evaluates
+        return next_logits_target
+
+
+@gin.configurable
+class CategoricalDoubleQLearningTarget(CategoricalQLearningTarget):
+    """`CategoricalQLearningTarget` with the action chosen by the online network's expected
+    values and evaluated by the target network's distribution, as in Rainbow (Hessel et al.,
+    2018)."""
+
+    @staticmethod
+    def _chooser(next_logits_online: tf.Tensor, next_logits_target: tf.Tensor) -> tf.Tensor:
+        del next_logits_target
+        return next_logits_online
