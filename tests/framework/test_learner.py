@@ -507,3 +507,36 @@ def test_a_loss_with_python_control_flow_needs_its_own_tf_function():
     learner = Learner(UpdateGroup(decorated, [w], keras.optimizers.SGD(0.1)))
     _run(learner, _batches([X], [Y]))  # residual [1, 3] > 0: squared error, gradient 7
     np.testing.assert_allclose(w.numpy(), 2.0 - 0.1 * 7.0, rtol=1e-6)
+
+
+@pytest.mark.parametrize("jit_compile", [False, True])
+def test_per_sample_extras_come_back_per_step_and_stay_out_of_the_metrics(jit_compile):
+    w = tf.Variable(2.0)
+
+    def loss_fn(batch):
+        residual = w * batch["x"] - batch["y"]
+        return tf.reduce_mean(tf.square(residual)), {"per_sample/error": residual}
+
+    spec = tf.TensorSpec([None, 2], tf.float32)
+    learner = Learner(
+        UpdateGroup(loss_fn, [w], keras.optimizers.SGD(learning_rate=0.1), name="q"),
+        batch_spec={"x": spec, "y": spec},
+        per_sample=True,
+        jit_compile=jit_compile,
+    )
+    metrics, _ = learner.run(_batches([X] * 3, [Y] * 3))
+    # w = 2, 1.3, 0.95 at the three steps (module docstring): residuals w x - y = [w - 1, 2w - 1].
+    np.testing.assert_allclose(
+        learner.per_sample["q/error"], [[1.0, 3.0], [0.3, 1.6], [-0.05, 0.9]], rtol=1e-5
+    )
+    assert list(learner.per_sample) == ["q/error"] and "q/per_sample/error" not in metrics
+    learner.run(_batches([X], [Y]))  # another number of steps: the same trace
+    assert learner.per_sample["q/error"].shape == (1, 2)
+    # Under XLA, several steps run optimistically and one step guarded: one trace each.
+    assert learner.tracing_count == (2 if jit_compile else 1)
+    # Not asked for: nothing gathered.
+    plain = Learner(
+        UpdateGroup(loss_fn, [w], keras.optimizers.SGD(0.1)), batch_spec={"x": spec, "y": spec}
+    )
+    metrics, _ = plain.run(_batches([X], [Y]))
+    assert plain.per_sample == {} and set(metrics) == {"loss", "grad_norm", "learning_rate"}

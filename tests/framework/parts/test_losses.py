@@ -183,3 +183,20 @@ def test_deterministic_policy_loss_is_minus_mean_q_and_ascends_q():
     np.testing.assert_allclose(extras["mean_q"].numpy(), 3.0, rtol=1e-6)
     # dL/dQ = -1/B each: descending the loss raises every Q(s, mu(s)).
     np.testing.assert_allclose(tape.gradient(loss, policy_q).numpy(), [-1 / 3] * 3, rtol=1e-6)
+
+
+@pytest.mark.parametrize(
+    ("loss", "per_sample"),
+    # TD errors (prediction - target) [0.5, 2]. Huber (delta 1): [0.5 * 0.25, 2 - 0.5] =
+    # [0.125, 1.5]; MSE: [0.25, 4].
+    [(TDHuberLoss(), [0.125, 1.5]), (TDMSELoss(), [0.25, 4.0])],
+)
+def test_td_losses_weigh_samples_and_return_each_ones_td_error(loss, per_sample):
+    q, targets = tf.constant([1.5, 3.0]), tf.constant([1.0, 1.0])
+    unweighted, extras = loss(q, targets)
+    np.testing.assert_allclose(unweighted.numpy(), np.mean(per_sample), rtol=1e-6)
+    np.testing.assert_allclose(extras["per_sample/error"].numpy(), [0.5, 2.0], rtol=1e-6)
+    weighted, _ = loss(q, targets, tf.constant([1.0, 0.5]))
+    np.testing.assert_allclose(
+        weighted.numpy(), (per_sample[0] + 0.5 * per_sample[1]) / 2, rtol=1e-6
+    )
