@@ -22,8 +22,13 @@ from agents.reinforce import ReinforceAgent
 from framework.agent import Agent, Health
 from framework.checkpointing import CheckpointStore
 from framework.loop import EnvironmentLoop, make_vector_env
+from framework.parts import networks
 from framework.parts.environments import make_env
+from framework.parts.losses import CategoricalCrossEntropyLoss
+from framework.parts.prioritized_replay import PrioritizedReplay
 from framework.parts.replay import UniformReplay
+from framework.parts.targets import CategoricalDoubleQLearningTarget
+from framework.parts.value_distribution import CategoricalSupport
 from tests.checkpoint_contents import assert_same_contents, saved_contents
 
 CARTPOLE = functools.partial(make_env, "CartPole-v1", max_episode_steps=20)
@@ -36,6 +41,20 @@ SMALL_REPLAY = dict(
 AGENTS = {
     "reinforce": (CARTPOLE, ReinforceAgent),
     "dqn": (CARTPOLE, functools.partial(DQNAgent, train_freq=2, **SMALL_REPLAY)),
+    "dqn_rainbow": (  # a categorical dueling head, 3-step double-Q targets, prioritized replay
+        CARTPOLE,
+        functools.partial(
+            DQNAgent,
+            network=functools.partial(
+                networks.mlp, hidden_units=(16,), dueling=True, support=CategoricalSupport(11)
+            ),
+            td_target=CategoricalDoubleQLearningTarget(CategoricalSupport(11)),
+            loss=CategoricalCrossEntropyLoss(),
+            n_step=3,
+            train_freq=2,
+            **{**SMALL_REPLAY, "replay": functools.partial(PrioritizedReplay, capacity=500)},
+        ),
+    ),
     "ddpg": (PENDULUM, functools.partial(DDPGAgent, **SMALL_REPLAY)),
     "td3": (
         PENDULUM,

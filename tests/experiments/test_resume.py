@@ -34,6 +34,18 @@ CASES = {
             "DQNAgent.gradient_steps = 16",
         ],
     ),
+    "dqn_rainbow": (  # C51, dueling, 3-step double-Q and prioritized replay: its sum-tree too
+        "gin_configs/dqn/cartpole_rainbow.gin",
+        [
+            "Runner.num_steps = 3000",
+            "Runner.checkpoint_interval = 1500",
+            "Runner.eval_interval = 1000",
+            "Runner.eval_episodes = 3",
+            "Runner.log_interval = 500",
+            "DQNAgent.train_freq = 128",
+            "DQNAgent.gradient_steps = 16",
+        ],
+    ),
     "a3c_round_robin": (  # the asynchronous driver with its workers in turn: deterministic
         "gin_configs/a3c/cartpole.gin",
         [
@@ -53,6 +65,7 @@ CASES = {
     ("agent", "num_envs"),
     [
         ("dqn", 1),
+        ("dqn_rainbow", 1),
         ("reinforce", 1),
         ("a3c_round_robin", 1),
         # A kill is the same at 8 sub-environments; resuming 3 in process is

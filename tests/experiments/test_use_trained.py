@@ -32,6 +32,8 @@ PONG = [
 RUNS = {
     "reinforce": ("reinforce/cartpole.gin", [], 800, 200),
     "dqn": ("dqn/cartpole.gin", ["DQNAgent.learning_starts = 300"], 1200, 300),
+    # C51's export differs: expected values from a categorical dueling head (PER besides).
+    "dqn_rainbow": ("dqn/cartpole_rainbow.gin", ["DQNAgent.learning_starts = 300"], 1200, 300),
     "dqn_pixels": ("dqn/pong.gin", PONG, 200, 100),
     "td3_normalized": (  # DDPG/TD3, with observation statistics in the snapshot and export
         "td3/pendulum.gin",
@@ -281,6 +283,9 @@ def test_every_agent_exports_a_savedmodel_that_acts_as_its_policy(runs, tmp_path
         else:
             np.testing.assert_allclose(outputs["action"], actions, atol=1e-5, err_msg=name)
     assert {"q_values"} <= set(np.load(tmp_path / "dqn.out.npz").files)
+    rainbow = np.load(tmp_path / "dqn_rainbow.out.npz")  # one expected value per action
+    assert rainbow["q_values"].shape == (len(rainbow["action"]), 2)
+    np.testing.assert_array_equal(rainbow["q_values"].argmax(axis=-1), rainbow["action"])
     assert {"logits", "value"} <= set(np.load(tmp_path / "a2c.out.npz").files)
 
 
