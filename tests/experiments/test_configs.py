@@ -34,3 +34,45 @@ def test_a_gin_file_without_a_header_has_no_description(tmp_path):
 def test_arguments_are_refused_in_one_line(capsys):
     assert configs.main(["configs", "dqn"]) == 1
     assert capsys.readouterr().err.count("\n") == 1
+
+
+def test_the_rainbow_ablation_configs_change_cartpole_gin_by_their_parts_from_any_folder(
+    tmp_path, monkeypatch
+):
+    """Each includes dqn/cartpole.gin, which includes cartpole_common.gin: both resolve from
+    a folder outside the repository, and each file changes only its own part."""
+    import gin
+
+    import agents  # noqa: F401  (registers the parts)
+    import framework.runner  # noqa: F401
+    from framework import config
+
+    monkeypatch.chdir(tmp_path)
+    changed = {
+        "dqn/cartpole_per.gin": {"DQNAgent.replay"},
+        "dqn/cartpole_c51.gin": {"DQNAgent.td_target", "DQNAgent.loss", "networks.mlp.support"},
+    }
+    changed["dqn/cartpole_rainbow.gin"] = {*changed["dqn/cartpole_per.gin"]}
+    changed["dqn/cartpole_rainbow.gin"] |= {
+        *changed["dqn/cartpole_c51.gin"],
+        "networks.mlp.dueling",
+    }
+    shared = ["DQNAgent.replay", "DQNAgent.td_target", "DQNAgent.loss", "networks.mlp.support"]
+    shared += ["networks.mlp.dueling", "HardUpdate.period", "DQNAgent.n_step", "Runner.num_steps"]
+
+    def bindings(gin_file):
+        gin.clear_config()
+        config.parse([gin_file], [])
+        values = {}
+        for name in shared:
+            try:
+                values[name] = str(gin.query_parameter(name))
+            except ValueError:  # not bound: the default
+                values[name] = None
+        return values
+
+    plain = bindings("gin_configs/dqn/cartpole.gin")
+    for gin_file, parts in changed.items():
+        mine = bindings(f"gin_configs/{gin_file}")
+        assert {name for name in shared if mine[name] != plain[name]} == parts, gin_file
+    gin.clear_config()
