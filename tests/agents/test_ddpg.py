@@ -15,6 +15,7 @@ from framework.agent import VectorStep
 from framework.event_reader import read_scalars
 from framework.parts import networks
 from framework.parts.exploration import GaussianNoise, OrnsteinUhlenbeckNoise
+from framework.parts.prioritized_replay import PrioritizedReplay
 from framework.parts.target_updaters import SoftUpdate
 from tests.runs import train
 
@@ -193,6 +194,11 @@ def test_rejects_discrete_and_unbounded_action_spaces():
         DDPGAgent(OBSERVATION_SPACE, gym.spaces.Discrete(3), seed=0)
     with pytest.raises(ValueError, match="finite"):
         DDPGAgent(OBSERVATION_SPACE, gym.spaces.Box(-np.inf, np.inf, (1,)), seed=0)
+
+
+def test_refuses_a_prioritized_replay_that_its_losses_cannot_feed():
+    with pytest.raises(ValueError, match="does not take a prioritized replay"):
+        DDPGAgent(OBSERVATION_SPACE, ACTION_SPACE, seed=0, replay=PrioritizedReplay)
 
 
 CONFIGS = [
