@@ -76,10 +76,11 @@ class SumTree:
         node = np.ones(masses.shape, np.int64)
         mass = np.array(masses, np.float64)
         for _ in range(self._depth):
-            left = self._nodes[2 * node]
+            node <<= 1  # the left child
+            left = self._nodes[node]
             right = mass >= left
             mass -= np.where(right, left, 0.0)
-            node = 2 * node + right
+            node += right
         # Rounding in the sums may carry a mass just past the last non-zero leaf, into the
         # empty leaves after it: it belongs to the last leaf.
         return np.minimum(node - self._first_leaf, self.capacity - 1)
@@ -164,16 +165,29 @@ class PrioritizedReplay(UniformReplay):
         self._max_priority = 1.0  # the largest |error| + epsilon seen (before alpha)
         self._environment_steps = 0  # steps added: what beta counts
         self._sampled: np.ndarray | None = None  # the last sample's indices, until written back
+        # Rows written since the tree was last read or written, as (first row, count): they
+        # enter it then, at the largest priority, which only changes in that write. An add
+        # then costs a tuple, not numpy calls.
+        self._new_rows: list[tuple[int, int]] = []
 
     def add(self, step: VectorStep) -> None:
         self._environment_steps += len(step.reward)
         super().add(step)
 
     def _write(self, observation, action, ret, discount, next_observation) -> None:
-        """New transitions enter at the largest priority seen."""
-        rows = (self._cursor + np.arange(len(ret))) % self._capacity
-        self._tree.set(rows, np.full(len(rows), self._max_priority**self.alpha))
+        """New transitions enter at the largest priority seen (`_enter_new_rows`)."""
+        self._new_rows.append((self._cursor, len(ret)))
         super()._write(observation, action, ret, discount, next_observation)
+
+    def _enter_new_rows(self) -> SumTree:
+        """The tree, with the rows written since it was last read at the largest priority."""
+        if self._new_rows:
+            rows = np.concatenate([first + np.arange(count) for first, count in self._new_rows])
+            self._new_rows.clear()
+            self._tree.set(
+                rows % self._capacity, np.full(len(rows), self._max_priority**self.alpha)
+            )
+        return self._tree
 
     def _draw(self, shape: tuple[int, ...], rng: np.random.Generator) -> np.ndarray:
         """Stratified over the last axis: draw j of a batch of B falls in the j-th of B equal
@@ -182,9 +196,10 @@ class PrioritizedReplay(UniformReplay):
             raise ValueError(
                 "PrioritizedReplay: cannot sample from an empty buffer; add transitions first."
             )
+        tree = self._enter_new_rows()
         segments = shape[-1]
-        masses = (np.arange(segments) + rng.random(shape)) * (self._tree.total / segments)
-        return self._tree.find(masses)
+        masses = (np.arange(segments) + rng.random(shape)) * (tree.total / segments)
+        return tree.find(masses)
 
     def _gather(self, indices: np.ndarray) -> dict[str, np.ndarray]:
         batch = super()._gather(indices)
@@ -192,9 +207,14 @@ class PrioritizedReplay(UniformReplay):
         self._sampled = indices
         return batch
 
+    def priorities(self, indices: np.ndarray) -> np.ndarray:
+        """The sampling priorities `p_i^alpha` of transitions `indices`."""
+        return self._enter_new_rows().leaves(indices)
+
     def importance_weights(self, indices: np.ndarray) -> np.ndarray:
         """`(N P(i))^-beta`, each batch (last axis) divided by its largest, as float32."""
-        probabilities = self._tree.leaves(indices) / self._tree.total
+        tree = self._enter_new_rows()
+        probabilities = tree.leaves(indices) / tree.total
         weights = (self._size * probabilities) ** -self.beta(self._environment_steps)
         return (weights / weights.max(axis=-1, keepdims=True)).astype(np.float32)
 
@@ -224,13 +244,13 @@ class PrioritizedReplay(UniformReplay):
             return
         _, last = np.unique(indices[::-1], return_index=True)  # each index's last occurrence
         keep = len(indices) - 1 - last
-        self._tree.set(indices[keep], priorities[keep] ** self.alpha)
+        self._enter_new_rows().set(indices[keep], priorities[keep] ** self.alpha)
         self._max_priority = max(self._max_priority, float(priorities.max()))
 
     def state(self) -> dict[str, np.ndarray]:
         state = super().state()
         state.update(
-            priority_leaves=self._tree.leaves(np.arange(self._size)).copy(),
+            priority_leaves=self._enter_new_rows().leaves(np.arange(self._size)).copy(),
             max_priority=np.array(self._max_priority, np.float64),
             environment_steps=np.array(self._environment_steps, np.int64),
         )
@@ -251,6 +271,7 @@ class PrioritizedReplay(UniformReplay):
                 f"shape {leaves.shape}, expected {size} positive float64 priorities."
             )
         super().load_state({k: v for k, v in state.items() if k not in _PRIORITY_STATE})
+        self._new_rows.clear()
         self._tree.rebuild(leaves)
         self._max_priority = float(state["max_priority"])
         self._environment_steps = int(state["environment_steps"])

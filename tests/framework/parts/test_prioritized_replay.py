@@ -67,7 +67,7 @@ def test_new_transitions_enter_at_the_largest_priority_seen():
     for step_id in range(4):
         add_step(replay, step_id, 1.0)
     # Before any error, every priority is 1 (1^0.5 = 1): uniform.
-    np.testing.assert_array_equal(replay._tree.leaves(np.arange(4)), [1.0] * 4)
+    np.testing.assert_array_equal(replay.priorities(np.arange(4)), [1.0] * 4)
     batch = replay.sample_stack(1, 4, np.random.default_rng(0))
     drawn = batch["observation"][0, :, 0].astype(int)
     # Errors 3, 0, 1, 8 for the transitions drawn: priorities (|e| + 1e-6)^0.5.
@@ -75,9 +75,9 @@ def test_new_transitions_enter_at_the_largest_priority_seen():
     replay.update_priorities(errors)
     expected = dict(zip(drawn, np.sqrt(errors[0] + 1e-6), strict=False))  # a repeat: the last
     for index, priority in expected.items():
-        assert replay._tree.leaves(np.array([index]))[0] == pytest.approx(priority, rel=1e-12)
+        assert replay.priorities(np.array([index]))[0] == pytest.approx(priority, rel=1e-12)
     add_step(replay, 4, 1.0)  # the largest |error| + epsilon seen: 8 + 1e-6
-    assert replay._tree.leaves(np.array([4]))[0] == pytest.approx(np.sqrt(8.0 + 1e-6), rel=1e-12)
+    assert replay.priorities(np.array([4]))[0] == pytest.approx(np.sqrt(8.0 + 1e-6), rel=1e-12)
 
 
 def test_sampling_follows_priorities_to_the_power_alpha():
@@ -92,7 +92,7 @@ def test_sampling_follows_priorities_to_the_power_alpha():
     replay.update_priorities(np.zeros(drawn.shape) + np.nan)  # non-finite: nothing changes
     counts = np.bincount(drawn.ravel(), minlength=4)
     np.testing.assert_allclose(counts / drawn.size, [0.1, 0.2, 0.3, 0.4], atol=TOLERANCE)
-    np.testing.assert_allclose(replay._tree.leaves(np.arange(4)), [1, 2, 3, 4], rtol=1e-12)
+    np.testing.assert_allclose(replay.priorities(np.arange(4)), [1, 2, 3, 4], rtol=1e-12)
 
 
 def test_importance_weights_are_normalised_by_the_batch_maximum_and_anneal_with_steps():
