@@ -104,6 +104,17 @@ def test_actions_have_the_space_shape_and_dtype(name, num_envs):
     np.testing.assert_array_equal(*greedy)  # the greedy policy draws nothing
 
 
+def test_acting_in_training_hands_back_per_step_extras_for_each_sub_environment(name):
+    trainee = Trainee(name)
+    trainee.train(STEPS)
+    observations = trainee.loop.observations
+    actions, extras = trainee.agent.act_with_extras(observations)
+    explored = trainee.agent.act(observations, explore=True)
+    assert actions.shape == explored.shape and actions.dtype == explored.dtype
+    assert all(len(values) == len(observations) for values in extras.values())
+    assert ("log_prob" in extras) == name.startswith("ppo")  # only PPO learns from extras
+
+
 def test_updates_apply_and_report_healthy_steps(name):
     health = Trainee(name).train(STEPS)
     assert health.gradient_steps > 0 and health.applied_updates > 0
