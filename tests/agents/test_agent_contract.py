@@ -19,6 +19,7 @@ from agents.ddpg import DDPGAgent
 from agents.dqn import DQNAgent
 from agents.nstep_q import NStepQAgent
 from agents.reinforce import ReinforceAgent
+from agents.sac import SACAgent
 from framework.agent import Agent, Health
 from framework.checkpointing import CheckpointStore
 from framework.loop import EnvironmentLoop, make_vector_env
@@ -45,6 +46,7 @@ AGENTS = {
     ),
     "a2c": (CARTPOLE, A2CAgent),
     "nstep_q": (CARTPOLE, NStepQAgent),
+    "sac": (PENDULUM, functools.partial(SACAgent, **SMALL_REPLAY)),
 }
 STEPS = 45  # vector steps of 3: every agent updates several times (REINFORCE after episodes)
 

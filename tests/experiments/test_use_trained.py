@@ -39,6 +39,16 @@ RUNS = {
         400,
         200,
     ),
+    "sac": (  # the export acts with the scaled tanh(mean)
+        "sac/pendulum.gin",
+        [
+            "networks.gaussian_actor_mlp.hidden_units = (32, 32)",
+            "networks.critic_mlp.hidden_units = (32, 32)",
+            "SACAgent.batch_size = 32",
+        ],
+        400,
+        200,
+    ),
     "a2c": ("a2c/cartpole.gin", [], 1600, 400),
     "nstep_q": ("a3c/cartpole_nstep_q.gin", [], 800, 400),
     "a3c": ("a3c/cartpole.gin", [], 800, 400),
