@@ -5,6 +5,7 @@ import abc
 from typing import Any
 
 import keras
+import numpy as np
 import tensorflow as tf
 
 from framework.agent import Agent, Health, Metrics, State, VectorStep
@@ -31,10 +32,13 @@ class RolloutAgent(Agent):
     def update(self, env_steps: int) -> tuple[Metrics, Health]:
         if not self.rollout.full:
             return {}, Health()
-        batch = {name: array[None] for name, array in self.rollout.take().items()}
-        metrics, health = self.learner.run(batch, env_steps)
+        metrics, health = self.learner.run(self.learner_batch(), env_steps)
         self.acting.refresh(self.learner.published)
         return metrics.with_values(self.rollout_metrics()), Health.from_tensor(health)
+
+    def learner_batch(self) -> dict[str, np.ndarray]:
+        """The learner's batch: the full rollout, as a stack of one `[1, T, N, ...]`."""
+        return {name: array[None] for name, array in self.rollout.take().items()}
 
     @abc.abstractmethod
     def networks(self) -> dict[str, keras.Model]:

@@ -9,7 +9,8 @@ dict, given back to `load_state` after a checkpoint restore.
 
 import abc
 import dataclasses
-from collections.abc import Sequence
+import types
+from collections.abc import Mapping, Sequence
 from typing import Any, NamedTuple
 
 import gymnasium as gym
@@ -19,6 +20,10 @@ import numpy as np
 # place), numpy arrays, or JSON-able values (both handed back to `load_state`).
 State = dict[str, Any]
 Metrics = dict[str, Any]  # scalar tensors or floats, converted only when logged
+# Per-step arrays `[N, ...]` an agent computes while acting and gets back with the transition
+# (PPO: the behaviour policy's log-probability, V(s), the unclipped sample).
+Extras = Mapping[str, np.ndarray]
+NO_EXTRAS: Extras = types.MappingProxyType({})
 
 HEALTH_FIELDS = (
     "gradient_steps",
@@ -59,6 +64,7 @@ class VectorStep(NamedTuple):
     next_observation: np.ndarray  # [N, *obs_shape]; the final observation where an episode ended
     terminated: np.ndarray  # [N] bool: the MDP ended, do not bootstrap
     truncated: np.ndarray  # [N] bool: cut short (time limit), bootstrap from next_observation
+    extras: Extras = NO_EXTRAS  # what `act_with_extras` gave with these actions
 
     @property
     def num_envs(self) -> int:
@@ -89,6 +95,13 @@ class Agent(abc.ABC):
     @abc.abstractmethod
     def act(self, observations: np.ndarray, explore: bool) -> np.ndarray:
         """Actions `[N, ...]` for observations `[N, ...]`; `explore=False` is the eval policy."""
+
+    def act_with_extras(self, observations: np.ndarray) -> tuple[np.ndarray, Extras]:
+        """Training's acting: the actions the environment gets, and per-step extras that the
+        loop hands back in `VectorStep.extras` with the transition. An agent that learns from
+        what it computed while acting overrides it (PPO: the log-probability of the unclipped
+        sample, whose clipped value the environment gets); by default `act(explore=True)`."""
+        return self.act(observations, explore=True), NO_EXTRAS
 
     @abc.abstractmethod
     def observe(self, step: VectorStep) -> None:

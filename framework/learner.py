@@ -36,8 +36,10 @@ class UpdateGroup:
 
     `every`: the group runs at learner steps where `step % every == 0`, counting from 1 (TD3's
     delayed actor: 2). `name` prefixes its metrics (`"critic"` gives `"critic/loss"`); `""`
-    keeps them unprefixed. The optimizer is built by the learner, so that its slots exist before
-    any checkpoint restore (an unbuilt optimizer silently skips restoring them).
+    keeps them unprefixed. `stop`, given the loss's metrics, says when a step must not apply
+    and the call's remaining steps must not run (PPO's target KL). The optimizer is built by
+    the learner, so that its slots exist before any checkpoint restore (an unbuilt optimizer
+    silently skips restoring them).
     """
 
     loss_fn: LossFn
@@ -49,6 +51,7 @@ class UpdateGroup:
     target_variables: Sequence[tf.Variable] = ()
     every: int = 1
     name: str = ""
+    stop: Callable[[Metrics], tf.Tensor] | None = None
 
     def __post_init__(self):
         if self.every < 1:
@@ -84,6 +87,12 @@ class Learner(tf.Module):
         `published`: an acting copy of the weights then costs no call of its own (~100-300 us).
       loss_state: variables the losses themselves change (a `tf.random.Generator`'s `state`),
         restored with everything else when an optimistic call rolls back.
+      prepare: turns the call's batches into the stack of step batches, inside the compiled
+        call (PPO: a rollout into epochs of shuffled minibatches); by default they are the
+        step batches.
+      schedules: schedules that the losses read, by the metric that logs their value (PPO's
+        `{"clip_range": ...}`), beside the optimizers': the learner sets their
+        environment-step counters before each call, and names them in `schedules()`.
     """
 
     def __init__(
@@ -94,6 +103,8 @@ class Learner(tf.Module):
         publish: Sequence[tf.Variable] = (),
         loss_state: Sequence[tf.Variable] = (),
         direct_call: bool = True,
+        prepare: Callable[[Batch], Batch] | None = None,
+        schedules: dict[str, optimizers.Schedule] | None = None,
     ):
         super().__init__(name="learner")
         groups = [groups] if isinstance(groups, UpdateGroup) else list(groups)
@@ -120,13 +131,16 @@ class Learner(tf.Module):
             rate if isinstance(rate, float) else None for rate in configured
         ]
         self._schedules = [optimizers.schedule_of(group.optimizer) for group in groups]
+        self._loss_schedules = dict(schedules or {})
         # What `set_environment_steps` writes before each call: the environment-step counters
         # of those schedules (none for most configs, which then pay nothing).
         self._environment_step_counters = [
             schedule.environment_steps
-            for schedule in self._schedules
+            for schedule in [*self._schedules, *self._loss_schedules.values()]
             if schedule is not None and schedule.environment_steps is not None
         ]
+        self._prepare = prepare or (lambda batches: batches)
+        self._stops = any(group.stop is not None for group in groups)
         self._publish = list(publish)
         not_float32 = [_name(v) for v in self._publish if v.dtype != tf.float32]
         if not_float32:
@@ -183,19 +197,30 @@ class Learner(tf.Module):
 
     def _train_call(self, batches: Batch, optimistic: bool) -> tuple[tf.Tensor, ...]:
         """Inside the compiled call: the steps, the counters written once, what comes back."""
+        batches = self._prepare(batches)
         first_step = self.steps.read_value() + 1
+        spec = self._step_spec(batches)
 
         def step(batch, index, applies):
             return self._step(batch, first_step + tf.cast(index, tf.int64), applies, optimistic)
 
         applies = [count.read_value() for count in self.group_applies]
-        totals, applies = repeat(step, batches, applies, self._step_spec(batches))
-        self.steps.assign_add(tf.cast(tf.shape(tf.nest.flatten(batches)[0])[0], tf.int64))
+        if self._stops:
+            totals, (applies, _) = repeat(
+                until_stopped(step, spec), batches, (applies, tf.constant(False)), spec
+            )
+            steps_run = tf.cast(totals["health"][0], tf.int64)
+        else:
+            totals, applies = repeat(step, batches, applies, spec)
+            steps_run = tf.cast(tf.shape(tf.nest.flatten(batches)[0])[0], tf.int64)
+        self.steps.assign_add(steps_run)
         self.applied_updates.assign_add(tf.cast(totals["health"][1], tf.int64))
         for index, sums in enumerate(totals["groups"]):
             self.group_applies[index].assign(applies[index])
             self.target_updates[index].assign_add(tf.cast(sums["target_updates"], tf.int64))
         metrics = averages(self.groups, totals["groups"])
+        if self._stops:
+            metrics["steps_run"] = tf.cast(steps_run, tf.float32)
         for group, count in zip(self.groups, self.target_updates, strict=True):
             if not isinstance(group.target_updater, NoUpdate):  # a count that is always 0
                 metrics[f"{group.prefix}target_updates"] = count.read_value()
@@ -221,7 +246,10 @@ class Learner(tf.Module):
             count + tf.cast(output["applied"], tf.int64)
             for count, output in zip(applies, outputs, strict=True)
         ]
-        return {"groups": outputs, "health": step_health(outputs)}, applies
+        step_totals = {"groups": outputs, "health": step_health(outputs)}
+        if self._stops:
+            step_totals["stopped"] = tf.reduce_max([output.pop("stopped") for output in outputs])
+        return step_totals, applies
 
     def _update_group(
         self, group: UpdateGroup, batch: Batch, applies: tf.Tensor, optimistic: bool
@@ -247,13 +275,20 @@ class Learner(tf.Module):
             return group.target_updater(group.online_variables, group.target_variables, applies + 1)
 
         apply_now = release if optimistic else tf.logical_and(finite, release)
+        stopped = None
+        if self._stops:
+            stopped = tf.constant(False) if group.stop is None else group.stop(extras)
+            apply_now = tf.logical_and(apply_now, tf.logical_not(stopped))
         target_updated = _cond_or_run(apply_now, apply)
         metrics = {"loss": loss, "grad_norm": grad_norm, "learning_rate": learning_rate}
-        return {
+        outputs = {
             **step_outputs(finite, loss, {**metrics, **extras, **processor_metrics}),
             "applied": tf.cast(apply_now, tf.float32),
             "target_updates": tf.cast(target_updated, tf.float32),
         }
+        if stopped is not None:
+            outputs["stopped"] = tf.cast(stopped, tf.float32)
+        return outputs
 
     def _step_spec(self, batches: Batch) -> dict:
         """The structure `_step` returns, for `repeat`'s zero start."""
@@ -264,7 +299,10 @@ class Learner(tf.Module):
             }
             for group in self.groups
         ]
-        return {"groups": groups, "health": [tf.TensorSpec([], tf.float32)] * 4}
+        spec = {"groups": groups, "health": [tf.TensorSpec([], tf.float32)] * 4}
+        if self._stops:
+            spec["stopped"] = tf.TensorSpec([], tf.float32)
+        return spec
 
     @property
     def group_applies(self) -> list[tf.Variable]:
@@ -290,11 +328,16 @@ class Learner(tf.Module):
             counter.assign(environment_steps)
 
     def schedules(self) -> list[str]:
-        """One line per learning-rate schedule of the groups, for the run's log."""
-        return [
-            f"{group.prefix}{schedule.describe()}"
+        """One line per schedule, the groups' learning rates and the losses', for the log: what
+        follows it (and its TensorBoard tag), and the schedule."""
+        rates = [
+            f"learning rate (train/{group.prefix}learning_rate): {schedule.describe()}"
             for group, schedule in zip(self.groups, self._schedules, strict=True)
             if schedule is not None
+        ]
+        return rates + [
+            f"{name.replace('_', ' ')} (train/{name}): {schedule.describe()}"
+            for name, schedule in self._loss_schedules.items()
         ]
 
     def restored(self) -> None:
@@ -442,6 +485,27 @@ def copy_variables(source: Sequence[tf.Variable], destination: Sequence[tf.Varia
             )
     for from_, to in zip(source, destination, strict=True):
         to.assign(from_)
+
+
+def until_stopped(
+    step: Callable[[Batch, tf.Tensor, list[tf.Tensor]], tuple[dict, list[tf.Tensor]]],
+    outputs_spec: dict,
+) -> Callable[[Batch, tf.Tensor, tuple], tuple[dict, tuple]]:
+    """`step` with a carried flag: once a step says `stopped` (it applied nothing), the call's
+    remaining steps neither run nor count (zeros, of `outputs_spec`'s structure)."""
+
+    def skip(applies):
+        zeros = tf.nest.map_structure(lambda spec: tf.zeros(spec.shape, spec.dtype), outputs_spec)
+        return zeros, applies
+
+    def step_unless_stopped(batch, index, carry):
+        applies, stopped = carry
+        outputs, applies = tf.cond(
+            stopped, lambda: skip(applies), lambda: step(batch, index, applies)
+        )
+        return outputs, (applies, tf.logical_or(stopped, outputs["stopped"] > 0))
+
+    return step_unless_stopped
 
 
 def when_due(

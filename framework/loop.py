@@ -108,7 +108,7 @@ class EnvironmentLoop:
     def step(self) -> EndedEpisodes | None:
         """One vector step: N transitions handed to the agent; the episodes that ended in it."""
         start = time.perf_counter()
-        actions = self.agent.act(self.observations, explore=True)
+        actions, extras = self.agent.act_with_extras(self.observations)
         acted = time.perf_counter()
         next_observations, rewards, terminated, truncated, infos = self.envs.step(actions)
         next_observations = np.array(next_observations)  # the env reuses its buffer
@@ -122,7 +122,13 @@ class EnvironmentLoop:
                 final_observations[index] = infos["final_obs"][index]
         self.agent.observe(
             VectorStep(
-                self.observations, actions, rewards, final_observations, terminated, truncated
+                self.observations,
+                actions,
+                rewards,
+                final_observations,
+                terminated,
+                truncated,
+                extras,
             )
         )
         self.observations = next_observations

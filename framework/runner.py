@@ -416,10 +416,10 @@ class Runner:
             return self.eval_returns
         schedules = self.agent.schedules()
         for schedule in schedules:
-            logging.info("Learning rate (train/learning_rate): %s.", schedule)
+            logging.info("Schedule of the %s.", schedule)
         texts = {**(texts or {}), **self.driver.texts()}
         if schedules:
-            texts["learning_rate_schedule"] = "\n\n".join(schedules)
+            texts["schedules"] = "\n\n".join(schedules)
         writers = self.run_directory.open_writers(self.restored_step, texts, hparams)
         try:
             table = self.run_directory.open_progress(self.restored_step)

@@ -435,12 +435,84 @@ def actor_critic_mlp(
     orthogonal kernels with gain sqrt(2) in the torsos, 0.01 for the logits (a near-uniform
     initial policy) and 1 for the value, zero biases; else Glorot.
     """
+    return _actor_critic(
+        "actor_critic_mlp",
+        input_shape,
+        lambda features, dense: dense(num_actions, 0.01, "logits")(features),
+        hidden_units,
+        activation,
+        shared_torso,
+        orthogonal_init,
+    )
+
+
+@gin.configurable
+def gaussian_actor_critic_mlp(
+    input_shape: Sequence[int],
+    action_dim: int,
+    hidden_units: Sequence[int] = (64, 64),
+    activation: str = "tanh",
+    shared_torso: bool = False,
+    orthogonal_init: bool = True,
+    log_std_init: float = 0.0,
+) -> keras.Model:
+    """`model(s) -> ((mean [B, D], log_std [B, D]), value [B])`: a diagonal Gaussian policy
+    whose log standard deviation is one learned vector for every state (SB3's PPO, `log_std_init`
+    0: std 1), and V(s). Torsos and initialisation as in `actor_critic_mlp` (the mean's gain
+    0.01). The agent clips samples to the action bounds for the environment."""
+
+    def policy_head(features, dense):
+        mean = dense(action_dim, 0.01, "mean")(features)
+        return mean, StateIndependentLogStd(log_std_init, name="log_std")(mean)
+
+    return _actor_critic(
+        "gaussian_actor_critic_mlp",
+        input_shape,
+        policy_head,
+        hidden_units,
+        activation,
+        shared_torso,
+        orthogonal_init,
+    )
+
+
+class StateIndependentLogStd(keras.layers.Layer):
+    """One learned log standard deviation per action dimension, broadcast over the batch."""
+
+    def __init__(self, initial: float = 0.0, **kwargs):
+        super().__init__(**kwargs)
+        self.initial = float(initial)
+
+    def build(self, input_shape):
+        self.log_std = self.add_weight(
+            shape=(input_shape[-1],),
+            initializer=keras.initializers.Constant(self.initial),
+            name="log_std",
+        )
+
+    def call(self, mean):
+        return keras.ops.zeros_like(mean) + self.log_std
+
+    def get_config(self):
+        return {**super().get_config(), "initial": self.initial}
+
+
+def _actor_critic(
+    name: str,
+    input_shape: Sequence[int],
+    policy_head: Callable,
+    hidden_units: Sequence[int],
+    activation: str,
+    shared_torso: bool,
+    orthogonal_init: bool,
+) -> keras.Model:
+    """The policy head `policy_head(features, dense)` and V(s) on one or two dense torsos."""
     if activation not in _NUMPY_ACTIVATIONS:
         raise ValueError(
-            f"actor_critic_mlp.activation={activation!r} is not supported; use one of "
+            f"{name}.activation={activation!r} is not supported; use one of "
             f"{sorted(_NUMPY_ACTIVATIONS)}."
         )
-    _check_units("actor_critic_mlp", hidden_units)
+    _check_units(name, hidden_units)
 
     def dense(units, gain, name, layer_activation=None):
         initializer = keras.initializers.Orthogonal(gain) if orthogonal_init else "glorot_uniform"
@@ -459,41 +531,49 @@ def actor_critic_mlp(
         policy_features = value_features = torso(features, "torso")
     else:
         policy_features, value_features = torso(features, "policy"), torso(features, "value")
-    logits = dense(num_actions, 0.01, "logits")(policy_features)
+    policy = policy_head(policy_features, dense)
     value = dense(1, 1.0, "value")(value_features)
-    return keras.Model(inputs, (logits, keras.ops.squeeze(value, axis=-1)), name="actor_critic_mlp")
+    return keras.Model(inputs, (policy, keras.ops.squeeze(value, axis=-1)), name=name)
 
 
 class NumpyActorCriticForward:
-    """An `actor_critic_mlp`'s logits and values in numpy, for acting (see `NumpyForward`)."""
+    """An `actor_critic_mlp`'s logits (a `gaussian_actor_critic_mlp`'s mean and log std) and
+    values in numpy, for acting (see `NumpyForward`)."""
 
     def __init__(self, model: keras.Model):
         def layers(prefix):
             found = [layer for layer in model.layers if layer.name.startswith(prefix + "_")]
             return sorted(found, key=lambda layer: int(layer.name.rsplit("_", 1)[1]))
 
+        self.gaussian = model.name == "gaussian_actor_critic_mlp"
         shared = layers("torso")
+        head = "mean" if self.gaussian else "logits"
         self._paths = {
-            "logits": shared + layers("policy") + [model.get_layer("logits")],
+            "policy": shared + layers("policy") + [model.get_layer(head)],
             "value": shared + layers("value") + [model.get_layer("value")],
         }
-        self._activation = _NUMPY_ACTIVATIONS[self._paths["logits"][0].activation.__name__]
+        self._activation = _NUMPY_ACTIVATIONS[self._paths["policy"][0].activation.__name__]
         self.variables = _kernels_and_biases(
             [layer for path in self._paths.values() for layer in path]
         )
+        if self.gaussian:
+            self.variables.append(model.get_layer("log_std").log_std)
         # One compiled read of every weight: a variable's `.numpy()` costs ~30 us each.
         self._read = tf.function(lambda: [tf.identity(v) for v in self.variables])
         self.refresh()
 
     @staticmethod
     def supports(model: keras.Model) -> bool:
-        return model.name == "actor_critic_mlp" and len(model.inputs[0].shape) == 2
+        names = ("actor_critic_mlp", "gaussian_actor_critic_mlp")
+        return model.name in names and len(model.inputs[0].shape) == 2
 
     def refresh(self, values: Sequence[np.ndarray] | None = None) -> None:
         """Copies the current weights (call after every update): `values` of `self.variables`
         where the caller has them (`Learner.published`), else read out of the model."""
         if values is None:
             values = [value.numpy() for value in self._read()]
+        if self.gaussian:
+            *values, self._log_std = values
         pairs = iter(zip(values[::2], values[1::2], strict=True))
         self._weights = {name: [next(pairs) for _ in path] for name, path in self._paths.items()}
 
@@ -505,7 +585,11 @@ class NumpyActorCriticForward:
         return x @ kernel + bias
 
     def logits(self, observations: np.ndarray) -> np.ndarray:
-        return self._forward("logits", observations)  # [B, A]
+        return self._forward("policy", observations)  # [B, A]
+
+    def gaussian_parameters(self, observations: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        mean = self._forward("policy", observations)  # [B, D]
+        return mean, np.broadcast_to(self._log_std, mean.shape)
 
     def values(self, observations: np.ndarray) -> np.ndarray:
         return self._forward("value", observations)[:, 0]  # [B]
@@ -524,6 +608,10 @@ class CompiledActorCriticForward:
 
     def logits(self, observations: np.ndarray) -> np.ndarray:
         return self._forward(observations)[0].numpy()
+
+    def gaussian_parameters(self, observations: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        mean, log_std = self._forward(observations)[0]
+        return mean.numpy(), log_std.numpy()
 
     def values(self, observations: np.ndarray) -> np.ndarray:
         return self._forward(observations)[1].numpy()

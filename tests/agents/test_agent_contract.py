@@ -18,12 +18,14 @@ from agents.a2c import A2CAgent
 from agents.ddpg import DDPGAgent
 from agents.dqn import DQNAgent
 from agents.nstep_q import NStepQAgent
+from agents.ppo import PPOAgent
 from agents.reinforce import ReinforceAgent
 from agents.sac import SACAgent
 from framework.agent import Agent, Health
 from framework.checkpointing import CheckpointStore
 from framework.loop import EnvironmentLoop, make_vector_env
 from framework.parts.environments import make_env
+from framework.parts.minibatches import ShuffledMinibatches
 from framework.parts.replay import UniformReplay
 from tests.checkpoint_contents import assert_same_contents, saved_contents
 
@@ -32,6 +34,8 @@ PENDULUM = functools.partial(make_env, "Pendulum-v1", max_episode_steps=20)
 SMALL_REPLAY = dict(
     batch_size=8, learning_starts=12, replay=functools.partial(UniformReplay, capacity=500)
 )
+# Rollouts of 5 vector steps in minibatches of 5 samples, 2 epochs: 2 or 6 steps a call.
+SMALL_PPO = dict(n_steps=5, minibatches=ShuffledMinibatches(n_epochs=2, batch_size=5))
 
 # name -> (environment, agent factory taking (observation_space, action_space, seed))
 AGENTS = {
@@ -46,6 +50,8 @@ AGENTS = {
     ),
     "a2c": (CARTPOLE, A2CAgent),
     "nstep_q": (CARTPOLE, NStepQAgent),
+    "ppo": (CARTPOLE, functools.partial(PPOAgent, **SMALL_PPO)),
+    "ppo_gaussian": (PENDULUM, functools.partial(PPOAgent, **SMALL_PPO)),
     "sac": (PENDULUM, functools.partial(SACAgent, **SMALL_REPLAY)),
 }
 STEPS = 45  # vector steps of 3: every agent updates several times (REINFORCE after episodes)

@@ -11,6 +11,15 @@ import pytest
 from framework.event_reader import read_scalars, read_tags
 from tests.experiments import cli
 
+PPO = [
+    "Runner.num_steps = 2048",
+    "Runner.checkpoint_interval = 512",
+    "Runner.eval_interval = 512",
+    "Runner.eval_episodes = 2",
+    "Runner.log_interval = 256",
+    "ShuffledMinibatches.n_epochs = 2",
+    "ShuffledMinibatches.batch_size = 64",
+]
 CASES = {
     "reinforce": (
         "gin_configs/reinforce/cartpole.gin",
@@ -47,6 +56,17 @@ CASES = {
             "Runner.log_interval = 100",
         ],
     ),
+    # PPO's three configs, smaller rollouts: a kill may fall inside a rollout; Acrobot's
+    # observation and reward statistics are in every checkpoint.
+    "ppo_cartpole": ("gin_configs/ppo/cartpole.gin", [*PPO, "PPOAgent.n_steps = 32"]),
+    "ppo_pendulum": (
+        "gin_configs/ppo/pendulum.gin",
+        [*PPO, "PPOAgent.n_steps = 64", "Learner.jit_compile = False"],
+    ),
+    "ppo_acrobot": (
+        "gin_configs/ppo/acrobot.gin",
+        [*PPO, "PPOAgent.n_steps = 64", "Learner.jit_compile = False"],
+    ),
     "a3c_round_robin": (  # the asynchronous driver with its workers in turn: deterministic
         "gin_configs/a3c/cartpole.gin",
         [
@@ -73,6 +93,9 @@ LOSSES = {  # where not "train/loss"
         ("reinforce", 1),
         ("a3c_round_robin", 1),
         ("sac", 1),
+        ("ppo_cartpole", 2),
+        ("ppo_pendulum", 2),
+        ("ppo_acrobot", 2),
         # A kill is the same at 8 sub-environments; resuming 3 in process is
         # tests/framework/test_runner.py's, and every agent's state round trip the contract's.
         pytest.param("dqn", 8, marks=pytest.mark.slow),

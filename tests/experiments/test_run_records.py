@@ -86,7 +86,8 @@ def test_a_staircase_in_environment_steps_changes_the_rate_at_those_steps(tmp_pa
     expected = {step: 0.001 * 0.5 ** (step // 150) for step in range(50, 401, 50)}
     assert logged == pytest.approx(expected)
     assert result.runner.agent.schedules() == [
-        "ExponentialDecay(initial_learning_rate=0.001, decay_steps=150, decay_rate=0.5, "
+        "learning rate (train/learning_rate): ExponentialDecay(initial_learning_rate=0.001, "
+        "decay_steps=150, decay_rate=0.5, "
         "staircase=True) counting environment steps"
     ]
 

@@ -28,6 +28,11 @@ PONG = [
     "FrameReplay.capacity = 1000",
     "DQNAgent.eval_epsilon = 0.0",  # the export is the greedy policy
 ]
+SMALL_PPO = [
+    "ShuffledMinibatches.n_epochs = 2",
+    "ShuffledMinibatches.batch_size = 64",
+    "Learner.jit_compile = False",
+]
 # name -> (gin file, bindings, environment steps, evaluation and checkpoint interval)
 RUNS = {
     "reinforce": ("reinforce/cartpole.gin", [], 800, 200),
@@ -50,6 +55,13 @@ RUNS = {
         200,
     ),
     "a2c": ("a2c/cartpole.gin", [], 1600, 400),
+    "ppo": ("ppo/cartpole.gin", [*SMALL_PPO, "PPOAgent.n_steps = 16"], 1024, 256),
+    "ppo_gaussian_normalized": (  # PPO's Gaussian policy, with observation statistics
+        "ppo/pendulum.gin",
+        [*SMALL_PPO, "PPOAgent.n_steps = 32", "make_env.wrappers = [@NormalizeObservation]"],
+        512,
+        256,
+    ),
     "nstep_q": ("a3c/cartpole_nstep_q.gin", [], 800, 400),
     "a3c": ("a3c/cartpole.gin", [], 800, 400),
 }
@@ -292,6 +304,9 @@ def test_every_agent_exports_a_savedmodel_that_acts_as_its_policy(runs, tmp_path
             np.testing.assert_allclose(outputs["action"], actions, atol=1e-5, err_msg=name)
     assert {"q_values"} <= set(np.load(tmp_path / "dqn.out.npz").files)
     assert {"logits", "value"} <= set(np.load(tmp_path / "a2c.out.npz").files)
+    gaussian = np.load(tmp_path / "ppo_gaussian_normalized.out.npz")
+    assert {"mean", "log_std", "value"} <= set(gaussian.files)
+    np.testing.assert_array_equal(gaussian["action"], np.clip(gaussian["mean"], -2.0, 2.0))
 
 
 # ----- the command line and bad input ---------------------------------------------------------

@@ -75,7 +75,8 @@ def test_schedules_counting_environment_steps_follow_the_count_their_learner_is_
     with pytest.raises(ValueError, match=r"learner.run\(batches, environment_steps\)"):
         learner.run({"x": np.ones((1, 2), np.float32)})  # the count left out: said, not frozen
     assert learner.schedules() == [
-        "ExponentialDecay(initial_learning_rate=1.0, decay_steps=100, decay_rate=0.5, "
+        "learning rate (train/learning_rate): ExponentialDecay(initial_learning_rate=1.0, "
+        "decay_steps=100, decay_rate=0.5, "
         "staircase=True) counting environment steps"
     ]
 

@@ -110,7 +110,7 @@ def test_rollout_fills_rows_takes_them_and_resumes_from_its_state():
         assert part.full
     batch, again = rollout.take(), resumed.take()
     assert rollout.steps == 0
-    for name in Rollout.FIELDS:
+    for name in Rollout.TRANSITION:
         np.testing.assert_array_equal(batch[name], again[name])
     assert batch["observation"].shape == (3, 2, 2)
     np.testing.assert_array_equal(batch["action"][:, 0], [0, 1, 2])

@@ -169,3 +169,26 @@ class _RandomAgent:
         from framework.agent import Health
 
         return {}, Health()
+
+
+def test_the_running_mean_and_variance_update_by_hand():
+    # gymnasium's RunningMeanStd starts at mean 0, variance 1, count 1e-4 and merges each
+    # observation in (Chan et al.'s parallel update): after x_1..x_k it is the weighted merge
+    # of that prior with the sample's mean m and population variance v.
+    env = NormalizeObservation(make_env("Pendulum-v1"), clip=1e6)
+    env.reset(seed=0)
+    raw = [env.unwrapped._get_obs()]
+    for action in np.linspace(-2, 2, 9):
+        normalised, *_ = env.step(np.array([action], np.float32))
+        raw.append(env.unwrapped._get_obs())
+    x = np.array(raw, np.float64)
+    k, prior = len(x), 1e-4
+    mean = x.mean(axis=0) * k / (prior + k)
+    m2 = 1.0 * prior + x.var(axis=0) * k + x.mean(axis=0) ** 2 * prior * k / (prior + k)
+    statistics = env.obs_rms
+    np.testing.assert_allclose(statistics.count, prior + k)
+    np.testing.assert_allclose(statistics.mean, mean, rtol=1e-6)  # kept in float32
+    np.testing.assert_allclose(statistics.var, m2 / (prior + k), rtol=1e-6)
+    # The last observation given is the raw one standardised by the statistics that include it.
+    expected = (x[-1] - mean) / np.sqrt(m2 / (prior + k) + env.epsilon)
+    np.testing.assert_allclose(normalised, expected, rtol=1e-5)
