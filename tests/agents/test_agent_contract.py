@@ -20,6 +20,7 @@ from agents.dqn import DQNAgent
 from agents.nstep_q import NStepQAgent
 from agents.ppo import PPOAgent
 from agents.reinforce import ReinforceAgent
+from agents.sac import SACAgent
 from framework.agent import Agent, Health
 from framework.checkpointing import CheckpointStore
 from framework.loop import EnvironmentLoop, make_vector_env
@@ -51,6 +52,7 @@ AGENTS = {
     "nstep_q": (CARTPOLE, NStepQAgent),
     "ppo": (CARTPOLE, functools.partial(PPOAgent, **SMALL_PPO)),
     "ppo_gaussian": (PENDULUM, functools.partial(PPOAgent, **SMALL_PPO)),
+    "sac": (PENDULUM, functools.partial(SACAgent, **SMALL_REPLAY)),
 }
 STEPS = 45  # vector steps of 3: every agent updates several times (REINFORCE after episodes)
 
