@@ -38,7 +38,7 @@ from framework.parts.losses import DeterministicPolicyLoss, TDMSELoss
 from framework.parts.replay import UniformReplay
 from framework.parts.target_updaters import SoftUpdate, TargetUpdater
 from framework.parts.targets import MinCriticTarget
-from framework.validation import require_positive, require_unit_interval
+from framework.validation import require_bounded_box, require_positive, require_unit_interval
 
 
 @gin.configurable
@@ -103,7 +103,7 @@ class DDPGAgent(ReplayAgent):
             if not (isinstance(value, int | float) and value >= 0):
                 raise ValueError(f"DDPGAgent.{name} must be a number >= 0, got {value!r}.")
         require_unit_interval(self, gamma=gamma)
-        self.low, self.high = _box_bounds(self, action_space)  # [A] float32 each
+        self.low, self.high = require_bounded_box(self, action_space)  # [A] float32 each
         self.action_size = len(self.low)
         self.half_range = 0.5 * (self.high - self.low)  # [A]: the unit of every noise
         self.target_noise = target_noise
@@ -274,18 +274,3 @@ class DDPGAgent(ReplayAgent):
         for index, critic in enumerate(self.critics):
             variables.update({f"critic_{index}/{v.path}": v for v in critic.weights})
         return variables
-
-
-def _box_bounds(owner: object, space: gym.Space) -> tuple[np.ndarray, np.ndarray]:
-    """The flat, finite bounds of a 1-d Box action space; a clear error for any other."""
-    if not isinstance(space, gym.spaces.Box) or len(space.shape) != 1:
-        raise ValueError(
-            f"{type(owner).__name__} needs a 1-d Box action space (continuous actions), got "
-            f"{space}; use DQN for discrete actions."
-        )
-    if not (np.all(np.isfinite(space.low)) and np.all(np.isfinite(space.high))):
-        raise ValueError(
-            f"{type(owner).__name__} scales its actions to the Box's bounds, which must be "
-            f"finite, got low={space.low}, high={space.high}."
-        )
-    return space.low.astype(np.float32), space.high.astype(np.float32)

@@ -22,6 +22,9 @@ class RolloutAgent(Agent):
     rollout: Rollout
     learner: Learner
     acting: Any  # networks.NumpyForward and kin: `refresh(values=None)`
+    # Whether an A3C worker can push one rollout's gradient of the agent's loss (PPO's
+    # epochs of minibatches over a rollout cannot be one gradient).
+    asynchronous_workers: bool = True
 
     def observe(self, step: VectorStep) -> None:
         self.rollout.add(step)

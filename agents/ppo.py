@@ -89,6 +89,8 @@ class PPOAgent(RolloutAgent):
         1.5 x this (None: never).
     """
 
+    asynchronous_workers = False
+
     def __init__(
         self,
         observation_space: gym.Space,

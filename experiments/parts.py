@@ -45,6 +45,7 @@ KINDS = {
     "optimizers": "Optimizers and schedules",
     "replay": "Replay",
     "exploration": "Exploration",
+    "squashed_gaussian": "Action distributions: the squashed Gaussian (SAC's policy)",
     "environments": "Environments",
     "wrappers": "Environment wrappers (make_env.wrappers)",
     "runner": "Runner",

@@ -35,7 +35,8 @@ declare -A threshold=(
   [dqn/cartpole_tfagents]=475 [dqn/cartpole_per]=475 [dqn/cartpole_c51]=475
   [dqn/cartpole_rainbow]=475 [reinforce/cartpole]=475 [a2c/cartpole]=475
   [reinforce/bandit]=0.8 [ddpg/pendulum]=-200 [ddpg/pendulum_classic]=-200
-  [td3/pendulum]=-200 [a3c/cartpole]=475
+  [td3/pendulum]=-200 [sac/pendulum]=-200 [a3c/cartpole]=475 [ppo/cartpole]=475
+  [ppo/pendulum]=-200 [ppo/acrobot]=-100
 )
 declare -A parallel=([a3c/cartpole]=1)
 for config in "${!threshold[@]}"; do

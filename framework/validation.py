@@ -8,6 +8,7 @@ supported between instances of 'str' and 'int'".
 import numbers
 
 import gymnasium as gym
+import numpy as np
 
 
 def _describe(value: object) -> str:
@@ -70,3 +71,18 @@ def _is_integer(value: object) -> bool:
 
 def _is_number(value: object) -> bool:
     return isinstance(value, numbers.Real) and not isinstance(value, bool)
+
+
+def require_bounded_box(owner: object, space: gym.Space) -> tuple[np.ndarray, np.ndarray]:
+    """The flat, finite bounds of a 1-d Box action space; a clear error for any other."""
+    if not isinstance(space, gym.spaces.Box) or len(space.shape) != 1:
+        raise ValueError(
+            f"{type(owner).__name__} needs a 1-d Box action space (continuous actions), got "
+            f"{space}; use DQN for discrete actions."
+        )
+    if not (np.all(np.isfinite(space.low)) and np.all(np.isfinite(space.high))):
+        raise ValueError(
+            f"{type(owner).__name__} scales its actions to the Box's bounds, which must be "
+            f"finite, got low={space.low}, high={space.high}."
+        )
+    return space.low.astype(np.float32), space.high.astype(np.float32)

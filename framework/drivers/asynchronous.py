@@ -104,6 +104,13 @@ class AsynchronousDriver(Driver):
                 f"has no {', '.join(missing)}. Train it with the synchronous driver (leave "
                 "Runner.driver unset)."
             )
+        if not getattr(agent_class, "asynchronous_workers", True):
+            raise ValueError(
+                f"AsynchronousDriver's workers push one rollout's gradient each, and "
+                f"{agent_class.__name__} learns from several epochs of minibatches over each "
+                "rollout, which is not one gradient. Train it with the synchronous driver "
+                "(leave Runner.driver unset)."
+            )
         probe = env_factory()
         if wrappers.has_statistics(probe):
             probe.close()

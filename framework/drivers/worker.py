@@ -56,7 +56,7 @@ class Worker:
                 if ended is not None:
                     returns += ended.returns.tolist()
                     lengths += ended.lengths.tolist()
-            batch = {name: array[None] for name, array in self.agent.rollout.take().items()}
+            batch = self.agent.learner_batch()
             gradients, push_now, metrics, step_health = self.gradients(batch)
             step_health = Health.from_tensor(step_health)
             health += step_health

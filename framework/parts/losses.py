@@ -128,3 +128,42 @@ class DeterministicPolicyLoss:
         # policy_q [B]: Q(s, mu(s)) for the batch's states
         mean_q = tf.reduce_mean(policy_q)
         return -mean_q, {"mean_q": mean_q}
+
+
+@gin.configurable
+class SoftPolicyLoss:
+    """SAC's actor loss `mean(alpha * log pi(a|s) - min_i Q_i(s, a))`, a ~ pi(.|s) reparameterised
+    (Haarnoja et al., 2018).
+
+    Minimised over the actor's variables only (its update group's): the critics are read, and
+    `alpha` comes in without a gradient (the temperature has its own loss, `TemperatureLoss`).
+    """
+
+    def __call__(
+        self, log_probs: tf.Tensor, policy_q: tf.Tensor, alpha: tf.Tensor
+    ) -> tuple[tf.Tensor, dict[str, tf.Tensor]]:
+        # log_probs [B]: log pi(a|s) of the sampled actions; policy_q [B]: min_i Q_i(s, a)
+        entropy = -tf.reduce_mean(log_probs)  # a one-sample estimate of H(pi(.|s))
+        mean_q = tf.reduce_mean(policy_q)
+        loss = tf.reduce_mean(tf.stop_gradient(alpha) * log_probs - policy_q)
+        return loss, {"mean_q": mean_q, "entropy": entropy}
+
+
+@gin.configurable
+class TemperatureLoss:
+    """SAC's temperature loss `-mean(log_alpha * (log pi(a|s) + target_entropy))`, in SB3's form.
+
+    Its gradient in log alpha is `-(mean log pi + target_entropy)` = `H - target_entropy` for
+    the sampled entropy estimate H: alpha falls while the policy's entropy is above the target
+    and rises below it. CleanRL writes `-alpha * (...)` instead, whose gradient in log alpha
+    is alpha times this one (a smaller step as alpha shrinks). The log-probabilities come in
+    without a gradient: this loss moves the temperature only.
+    """
+
+    def __call__(
+        self, log_alpha: tf.Tensor, log_probs: tf.Tensor, target_entropy: float
+    ) -> tuple[tf.Tensor, dict[str, tf.Tensor]]:
+        # log_alpha []: the temperature's variable; log_probs [B]
+        entropy = -tf.reduce_mean(log_probs)  # H, a one-sample estimate
+        loss = -log_alpha * tf.stop_gradient(target_entropy - entropy)
+        return loss, {"alpha": tf.exp(log_alpha), "entropy": entropy}

@@ -371,21 +371,25 @@ def critic_mlp(
     hidden_units: Sequence[int] = (256, 256),
     activation: str = "relu",
     output_init_range: float | None = None,
+    action_at_input: bool = False,
 ) -> keras.Model:
     """Q(s, a) -> [B]: the action joins at the second layer (Lillicrap et al., 2015).
 
     `hidden_0` sees the observation only; the action is concatenated to its features, and the
     remaining hidden layers and the linear output see both. Called as `critic([s, a])`.
+    `action_at_input`: the action joins the observation before `hidden_0` instead (SB3's and
+    CleanRL's critics for TD3 and SAC).
     """
     if not hidden_units:
         raise ValueError("critic_mlp needs at least one hidden layer: the action joins after it.")
     _check_units("critic_mlp", hidden_units)
     observation = keras.Input(shape=tuple(observation_shape), dtype="float32", name="observation")
     action = keras.Input(shape=(action_size,), dtype="float32", name="action")
-    features = keras.layers.Dense(hidden_units[0], activation=activation, name="hidden_0")(
-        observation
-    )
-    features = keras.layers.Concatenate(name="with_action")([features, action])
+    first = keras.layers.Dense(hidden_units[0], activation=activation, name="hidden_0")
+    if action_at_input:
+        features = first(keras.layers.Concatenate(name="with_action")([observation, action]))
+    else:
+        features = keras.layers.Concatenate(name="with_action")([first(observation), action])
     for index, units in enumerate(hidden_units[1:], start=1):
         features = keras.layers.Dense(units, activation=activation, name=f"hidden_{index}")(
             features
@@ -414,6 +418,85 @@ class NumpyActorForward(NumpyForward):
 def actor_forward(model: keras.Model) -> NumpyActorForward | CompiledForward:
     """The cheapest forward pass of a deterministic actor for acting."""
     return NumpyActorForward(model) if NumpyActorForward.supports(model) else CompiledForward(model)
+
+
+# ----- a stochastic actor: the mean and log std of a Gaussian per action dimension (SAC) -----
+
+
+@gin.configurable
+def gaussian_actor_mlp(
+    input_shape: Sequence[int],
+    action_size: int,
+    hidden_units: Sequence[int] = (256, 256),
+    activation: str = "relu",
+) -> keras.Model:
+    """`model(s) -> (mean [B, A], log_std [B, A])`: a dense torso and two linear heads (SB3's
+    SAC actor), the parameters of a Gaussian that a distribution part squashes and samples.
+
+    Layers are named as in `mlp` (`hidden_i`) plus the heads `mean` and `log_std`, which
+    `NumpyGaussianActorForward` reads.
+    """
+    if activation not in _NUMPY_ACTIVATIONS:
+        raise ValueError(
+            f"gaussian_actor_mlp.activation={activation!r} is not supported; use one of "
+            f"{sorted(_NUMPY_ACTIVATIONS)}."
+        )
+    _check_units("gaussian_actor_mlp", hidden_units)
+    inputs = keras.Input(shape=tuple(input_shape), dtype="float32")
+    features = inputs
+    for index, units in enumerate(hidden_units):
+        features = keras.layers.Dense(units, activation=activation, name=f"hidden_{index}")(
+            features
+        )
+    mean = keras.layers.Dense(action_size, name="mean")(features)
+    log_std = keras.layers.Dense(action_size, name="log_std")(features)
+    return keras.Model(inputs, (mean, log_std), name="gaussian_actor_mlp")
+
+
+class NumpyGaussianActorForward:
+    """A `gaussian_actor_mlp`'s mean and log std in numpy, for acting (see `NumpyForward`)."""
+
+    def __init__(self, model: keras.Model):
+        _single_threaded_blas()
+        self._hidden = [layer for layer in model.layers if layer.name.startswith("hidden_")]
+        self._activation = _NUMPY_ACTIVATIONS[self._hidden[0].activation.__name__]
+        heads = [model.get_layer("mean"), model.get_layer("log_std")]
+        self.variables = _kernels_and_biases(self._hidden + heads)
+        self.refresh()
+
+    @staticmethod
+    def supports(model: keras.Model) -> bool:
+        return model.name == "gaussian_actor_mlp" and len(model.inputs[0].shape) == 2
+
+    def refresh(self, values: Sequence[np.ndarray] | None = None) -> None:
+        """As `NumpyForward.refresh`: the published `values`, or marked stale and read later."""
+        self._values = None if values is None else list(values)
+
+    def __call__(self, observations: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        if self._values is None:
+            self._values = [variable.value.numpy() for variable in self.variables]
+        x = np.asarray(observations, dtype=np.float32)  # [N, features]
+        *hidden, mean_kernel, mean_bias, std_kernel, std_bias = self._values
+        for kernel, bias in zip(hidden[::2], hidden[1::2], strict=True):
+            x = self._activation(x @ kernel + bias)
+        return x @ mean_kernel + mean_bias, x @ std_kernel + std_bias  # [N, A] each
+
+
+class CompiledGaussianActorForward(CompiledForward):
+    """A Gaussian actor's mean and log std through one compiled call (conv nets)."""
+
+    def __call__(self, observations: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        mean, log_std = self._forward(observations)
+        return mean.numpy(), log_std.numpy()
+
+
+def gaussian_actor_forward(
+    model: keras.Model,
+) -> NumpyGaussianActorForward | CompiledGaussianActorForward:
+    """The cheapest forward pass of a Gaussian actor for acting."""
+    if NumpyGaussianActorForward.supports(model):
+        return NumpyGaussianActorForward(model)
+    return CompiledGaussianActorForward(model)
 
 
 # ----- on-policy actor-critic: policy logits and a state value (A2C, A3C) ----------------------

@@ -20,6 +20,7 @@ from agents.dqn import DQNAgent
 from agents.nstep_q import NStepQAgent
 from agents.ppo import PPOAgent
 from agents.reinforce import ReinforceAgent
+from agents.sac import SACAgent
 from framework.agent import Agent, Health
 from framework.checkpointing import CheckpointStore
 from framework.loop import EnvironmentLoop, make_vector_env
@@ -70,6 +71,7 @@ AGENTS = {
     "nstep_q": (CARTPOLE, NStepQAgent),
     "ppo": (CARTPOLE, functools.partial(PPOAgent, **SMALL_PPO)),
     "ppo_gaussian": (PENDULUM, functools.partial(PPOAgent, **SMALL_PPO)),
+    "sac": (PENDULUM, functools.partial(SACAgent, **SMALL_REPLAY)),
 }
 STEPS = 45  # vector steps of 3: every agent updates several times (REINFORCE after episodes)
 
@@ -121,6 +123,17 @@ def test_actions_have_the_space_shape_and_dtype(name, num_envs):
         assert all(space.contains(action.astype(space.dtype)) for action in actions)
     greedy = [trainee.agent.act(observations, explore=False) for _ in range(2)]
     np.testing.assert_array_equal(*greedy)  # the greedy policy draws nothing
+
+
+def test_acting_in_training_hands_back_per_step_extras_for_each_sub_environment(name):
+    trainee = Trainee(name)
+    trainee.train(STEPS)
+    observations = trainee.loop.observations
+    actions, extras = trainee.agent.act_with_extras(observations)
+    explored = trainee.agent.act(observations, explore=True)
+    assert actions.shape == explored.shape and actions.dtype == explored.dtype
+    assert all(len(values) == len(observations) for values in extras.values())
+    assert ("log_prob" in extras) == name.startswith("ppo")  # only PPO learns from extras
 
 
 def test_updates_apply_and_report_healthy_steps(name):

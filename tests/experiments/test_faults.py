@@ -111,6 +111,11 @@ BAD_CONFIGS = {
         ["Runner.driver = @AsynchronousDriver"],
         ["AsynchronousDriver needs an agent", "DQNAgent has no shared_variables", "synchronous"],
     ),
+    "ppo_on_the_asynchronous_driver": (
+        ["gin_configs/ppo/cartpole.gin"],
+        ["Runner.driver = @AsynchronousDriver", "Runner.num_envs = 1"],
+        ["PPOAgent learns from several epochs of minibatches", "synchronous driver"],
+    ),
     "a_zero_learning_rate_as_an_integer": (
         BANDIT,
         ["optimizers.Adam.learning_rate = 0"],

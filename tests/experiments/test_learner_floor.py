@@ -23,6 +23,31 @@ def test_the_floor_and_the_learner_take_the_same_steps():
         np.testing.assert_allclose(floored, learned, rtol=1e-4, atol=1e-6)  # ...alike
 
 
+def test_the_sac_floor_and_the_learner_take_the_same_steps():
+    # Three steps of the three groups, the policy's noise from copies of one generator state.
+    learner_call, floor_call, agent, floor_networks = learner_floor.build(
+        "gin_configs/sac/pendulum.gin",
+        [
+            "SACAgent.gradient_steps = 3",
+            "networks.gaussian_actor_mlp.hidden_units = (16,)",
+            "networks.critic_mlp.hidden_units = (16, 16)",
+            "SACAgent.batch_size = 32",
+        ],
+    )
+    models = [agent.actor, *agent.critics, *agent.target_critics]
+    before = [w for model in models for w in model.get_weights()]
+    learner_call()
+    floor_call()
+    floor_models = [floor_networks["actor"], *floor_networks["critics"], *floor_networks["targets"]]
+    after = [w for model in models for w in model.get_weights()]
+    floored = [w for model in floor_models for w in model.get_weights()]
+    for start, learned, floor in zip(before, after, floored, strict=True):
+        assert not np.allclose(learned, start)
+        np.testing.assert_allclose(floor, learned, rtol=1e-4, atol=1e-6)
+    assert agent.log_alpha.numpy() != 0.0  # moved from log 1...
+    np.testing.assert_allclose(floor_networks["log_alpha"].numpy(), agent.log_alpha.numpy())
+
+
 def test_the_command_runs_in_a_process_of_its_own():
     # In a fresh process: nothing else has registered the configurables its config binds.
     done = subprocess.run(

@@ -44,10 +44,10 @@ def test_the_active_virtual_environments_interpreter_runs_every_sweep(tmp_path):
     assert all(call.startswith(f"{python} ") for call in calls)
     assert calls[0] == f"{python} -c {CHECK}"
     sweeps = [call for call in calls if " -m experiments.sweep " in call]
-    assert len(sweeps) == 14 and any(
+    assert len(sweeps) == 18 and any(
         "--gin_file=gin_configs/reinforce/bandit.gin" in c for c in sweeps
     )
-    assert len([call for call in calls if " -m experiments.analyze " in call]) == 14
+    assert len([call for call in calls if " -m experiments.analyze " in call]) == 18
 
 
 def test_python_wins_and_one_without_the_package_stops_the_script_at_once(tmp_path):

@@ -46,6 +46,16 @@ RUNS = {
         400,
         200,
     ),
+    "sac": (  # the export acts with the scaled tanh(mean)
+        "sac/pendulum.gin",
+        [
+            "networks.gaussian_actor_mlp.hidden_units = (32, 32)",
+            "networks.critic_mlp.hidden_units = (32, 32)",
+            "SACAgent.batch_size = 32",
+        ],
+        400,
+        200,
+    ),
     "a2c": ("a2c/cartpole.gin", [], 1600, 400),
     "ppo": ("ppo/cartpole.gin", [*SMALL_PPO, "PPOAgent.n_steps = 16"], 1024, 256),
     "ppo_gaussian_normalized": (  # PPO's Gaussian policy, with observation statistics

@@ -9,8 +9,10 @@ import tensorflow as tf
 from framework.parts.losses import (
     DeterministicPolicyLoss,
     PolicyGradientLoss,
+    SoftPolicyLoss,
     TDHuberLoss,
     TDMSELoss,
+    TemperatureLoss,
 )
 from framework.parts.targets import DoubleQLearningTarget, MinCriticTarget, QLearningTarget
 
@@ -200,3 +202,39 @@ def test_td_losses_weigh_samples_and_return_each_ones_td_error(loss, per_sample)
     np.testing.assert_allclose(
         weighted.numpy(), (per_sample[0] + 0.5 * per_sample[1]) / 2, rtol=1e-6
     )
+
+
+def test_temperature_loss_gradient_sign_and_size():
+    # SB3's form: L = -log_alpha * (mean log pi + target_entropy). Sampled entropy H = -mean
+    # log pi = -(-0.5 + 0.1) / 2 = 0.2, above the target -1, so alpha must fall: dL/dlog_alpha
+    # = -(mean log pi + target) = -(-0.2 - 1) = +1.2 (gradient descent lowers log alpha).
+    # L = -ln(0.5) * (-1.2) = 1.2 ln 0.5. (CleanRL's -alpha * (...) would give alpha * 1.2 = 0.6.)
+    log_alpha = tf.Variable(math.log(0.5))
+    log_probs = tf.constant([-0.5, 0.1])
+    with tf.GradientTape() as tape:
+        tape.watch(log_probs)
+        loss, extras = TemperatureLoss()(log_alpha, log_probs, -1.0)
+    gradient, log_prob_gradient = tape.gradient(loss, [log_alpha, log_probs])
+    np.testing.assert_allclose(gradient.numpy(), 1.2, rtol=1e-6)
+    np.testing.assert_allclose(loss.numpy(), 1.2 * math.log(0.5), rtol=1e-6)
+    np.testing.assert_allclose(extras["alpha"].numpy(), 0.5, rtol=1e-6)
+    np.testing.assert_allclose(extras["entropy"].numpy(), 0.2, rtol=1e-6)
+    assert log_prob_gradient is None or not np.any(log_prob_gradient.numpy())
+    # Below the target (H = -2 < -1) the sign turns: alpha rises.
+    with tf.GradientTape() as tape:
+        loss, _ = TemperatureLoss()(log_alpha, tf.constant([2.0, 2.0]), -1.0)
+    np.testing.assert_allclose(tape.gradient(loss, log_alpha).numpy(), -1.0, rtol=1e-6)
+
+
+def test_soft_policy_loss_by_hand_and_no_gradient_into_alpha():
+    # mean(alpha log pi - Q) with alpha 0.5: (0.5 * -1 - 3 + 0.5 * 2 - 1) / 2 = -1.75.
+    log_probs, policy_q, alpha = tf.constant([-1.0, 2.0]), tf.constant([3.0, 1.0]), tf.Variable(0.5)
+    with tf.GradientTape() as tape:
+        tape.watch(log_probs)
+        loss, extras = SoftPolicyLoss()(log_probs, policy_q, alpha)
+    np.testing.assert_allclose(loss.numpy(), -1.75, rtol=1e-6)
+    np.testing.assert_allclose(extras["entropy"].numpy(), -0.5, rtol=1e-6)  # -mean log pi
+    np.testing.assert_allclose(extras["mean_q"].numpy(), 2.0, rtol=1e-6)
+    log_prob_gradient, alpha_gradient = tape.gradient(loss, [log_probs, alpha])
+    np.testing.assert_allclose(log_prob_gradient.numpy(), [0.25, 0.25], rtol=1e-6)  # alpha / B
+    assert alpha_gradient is None

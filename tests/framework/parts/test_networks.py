@@ -9,8 +9,10 @@ from framework.learner import Learner, UpdateGroup
 from framework.parts.networks import (
     NumpyActorForward,
     NumpyForward,
+    NumpyGaussianActorForward,
     actor_mlp,
     critic_mlp,
+    gaussian_actor_mlp,
     mlp,
     nature_cnn,
 )
@@ -228,3 +230,31 @@ def test_actor_and_critic_reject_bad_arguments():
         actor_mlp((3,), low=[-1.0], high=[1.0], activation="gelu")
     with pytest.raises(ValueError, match="hidden layer"):
         critic_mlp((3,), 1, hidden_units=())
+
+
+def test_critic_can_take_the_action_at_its_input():
+    model = critic_mlp((3,), 2, hidden_units=(4, 5), action_at_input=True)
+    # hidden_0 sees the 3 observation features and the 2 actions; hidden_1 its 4 features.
+    assert tuple(model.get_layer("hidden_0").kernel.shape) == (3 + 2, 4)
+    assert tuple(model.get_layer("hidden_1").kernel.shape) == (4, 5)
+    assert model([_observations(7, 3), _observations(7, 2, seed=1)]).shape == (7,)
+
+
+def test_gaussian_actor_by_hand_and_its_numpy_copy():
+    # One hidden unit relu(s1 + s2); mean = 2 h - 1, log_std = -h + 0.5 (zero where not said).
+    model = gaussian_actor_mlp((2,), 1, hidden_units=(1,))
+    model.get_layer("hidden_0").set_weights([np.ones((2, 1)), np.zeros(1)])
+    model.get_layer("mean").set_weights([np.array([[2.0]]), np.array([-1.0])])
+    model.get_layer("log_std").set_weights([np.array([[-1.0]]), np.array([0.5])])
+    observations = np.array([[1.0, 2.0], [-1.0, -2.0]], np.float32)
+    # h = [3, 0]: mean = [5, -1], log_std = [-2.5, 0.5].
+    mean, log_std = model(observations)
+    np.testing.assert_allclose(mean.numpy(), [[5.0], [-1.0]])
+    np.testing.assert_allclose(log_std.numpy(), [[-2.5], [0.5]])
+    forward = NumpyGaussianActorForward(model)
+    assert NumpyGaussianActorForward.supports(model) and not NumpyForward.supports(model)
+    for numpy_value, keras_value in zip(forward(observations), (mean, log_std), strict=True):
+        np.testing.assert_allclose(numpy_value, keras_value.numpy(), rtol=1e-6)
+    model.get_layer("mean").set_weights([np.array([[2.0]]), np.array([0.0])])
+    forward.refresh()  # stale: read again at the next call
+    np.testing.assert_allclose(forward(observations)[0], [[6.0], [0.0]])
