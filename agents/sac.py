@@ -155,7 +155,7 @@ class SACAgent(ReplayAgent):
             action_shape=(self.action_size,),
             action_dtype=np.float32,
         )
-        self.check_replay_capacity()
+        self.check_replay()
         observation_dtype = tf.as_dtype(observation_space.dtype)
         self.acting = networks.gaussian_actor_forward(self.actor)
         groups = [
