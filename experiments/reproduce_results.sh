@@ -3,8 +3,9 @@
 # analysed.
 #   bash experiments/reproduce_results.sh [results_dir]
 # Each config: results_dir/<family>_<config>/ (run folders, sweep.json) and its analysis/
-# (trials.md, trials.csv, learning_curves.png). About 45 minutes on 2 cores (A3C's 1M steps a
-# seed take half of it: its 4 worker threads use both cores, so its seeds run one at a time).
+# (trials.md, trials.csv, learning_curves.png). About 2 hours on 2 quiet cores, estimated (A3C's
+# and PPO Acrobot's 1M steps a seed, and SAC's gradient step at every environment step, take
+# most of it; A3C's 4 worker threads use both cores, so its seeds run one at a time).
 #
 # The interpreter: $PYTHON where set; else the active virtual environment's ($VIRTUAL_ENV, as
 # `source .venv/bin/activate` sets it); else the repository's own .venv (the README's quick
