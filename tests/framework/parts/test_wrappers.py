@@ -162,6 +162,9 @@ class _RandomAgent:
     def act(self, observations, explore):
         return self.rng.integers(self.action_space.n, size=len(observations))
 
+    def act_with_extras(self, observations):
+        return self.act(observations, explore=True), {}
+
     def observe(self, step):
         pass
 
