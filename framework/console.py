@@ -8,8 +8,8 @@ same lines everywhere:
 
     I 23:05:10 runner] step 1000/3000 | return (last 20 episodes) 21.4 | 1850 steps/s
 
-Importing this module is cheap: it imports neither TensorFlow nor any other part of the
-framework.
+Importing this module is cheap: it imports neither TensorFlow nor any part of the framework
+that does.
 """
 
 import contextlib
@@ -19,6 +19,8 @@ import sys
 from typing import Any
 
 from absl import logging as absl_logging
+
+from framework import xla_cache
 
 # Keras imports these at start-up, where installed (the analysis extra), only for features this
 # framework never uses (image-gallery plots, slicing pandas frames): 0.9 s of a 3.7 s import.
@@ -72,9 +74,16 @@ def _not_tensorflow_internals(record: Any) -> bool:
 
 def import_tensorflow() -> Any:
     """TensorFlow, imported quietly; TF's own INFO lines are dropped from absl's log, and the
-    log is set to the short line format (`use_short_log_format`)."""
-    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+    log is set to the short line format (`use_short_log_format`). XLA's compiled programs are
+    kept in `xla_cache`'s folder.
+
+    TF's C++ log keeps its fatal lines only: its errors reach Python as exceptions with their
+    message, and the one error line a healthy run met was the XLA cache's reader trying text
+    format before binary on every file it loads.
+    """
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
     use_short_log_format()
+    xla_cache.enable()
     with native_stderr_silenced(), _hidden_from_imports(_UNUSED_BY_KERAS):
         import tensorflow as tf
 

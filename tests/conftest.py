@@ -1,12 +1,24 @@
 """Shared fixtures: every test starts and ends with an empty gin config."""
 
+import atexit
 import os
+import shutil
+import tempfile
 
 # Quiet TensorFlow's C++ start-up banner; set before any test module imports TensorFlow.
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+# XLA's programs cached in a folder of this session's own, shared by its tests and the runs
+# they start (the same programs load across tests): the user's cache stays untouched.
+if "RLFRAME_XLA_CACHE" not in os.environ:
+    os.environ["RLFRAME_XLA_CACHE"] = tempfile.mkdtemp(prefix="rlframe-xla-tests-")
+    atexit.register(shutil.rmtree, os.environ["RLFRAME_XLA_CACHE"], ignore_errors=True)
 
 import gin
 import pytest
+
+from framework import xla_cache
+
+xla_cache.enable()
 
 
 @pytest.fixture(autouse=True)
