@@ -28,7 +28,7 @@ import keras
 import numpy as np
 import tensorflow as tf
 
-from agents.off_policy import ReplayAgent
+from agents.off_policy import ActorCriticReplayAgent
 from framework.agent import State, VectorStep
 from framework.learner import Learner, UpdateGroup
 from framework.parts import networks
@@ -38,11 +38,11 @@ from framework.parts.losses import DeterministicPolicyLoss, TDMSELoss
 from framework.parts.replay import UniformReplay
 from framework.parts.target_updaters import SoftUpdate, TargetUpdater
 from framework.parts.targets import MinCriticTarget
-from framework.validation import require_bounded_box, require_positive, require_unit_interval
+from framework.validation import require_positive
 
 
 @gin.configurable
-class DDPGAgent(ReplayAgent):
+class DDPGAgent(ActorCriticReplayAgent):
     """DDPG (Lillicrap et al., 2015) for continuous actions; TD3 (Fujimoto et al., 2018) with
     `num_critics=2, target_noise=0.2, actor_every=2`.
 
@@ -91,64 +91,40 @@ class DDPGAgent(ReplayAgent):
             observation_space,
             action_space,
             seed,
+            replay,
+            gamma=gamma,
+            n_step=n_step,
             batch_size=batch_size,
             learning_starts=learning_starts,
             train_freq=train_freq,
             gradient_steps=gradient_steps,
         )
-        require_positive(self, num_critics=num_critics, actor_every=actor_every, n_step=n_step)
+        require_positive(self, num_critics=num_critics, actor_every=actor_every)
         for name, value in dict(
             target_noise=target_noise, target_noise_clip=target_noise_clip, critic_l2=critic_l2
         ).items():
             if not (isinstance(value, int | float) and value >= 0):
                 raise ValueError(f"DDPGAgent.{name} must be a number >= 0, got {value!r}.")
-        require_unit_interval(self, gamma=gamma)
-        self.low, self.high = require_bounded_box(self, action_space)  # [A] float32 each
-        self.action_size = len(self.low)
-        self.half_range = 0.5 * (self.high - self.low)  # [A]: the unit of every noise
-        self.target_noise = target_noise
+        self.target_noise = target_noise  # in units of the action half-range, as every noise
         self.target_noise_clip = target_noise_clip
         self.critic_l2 = critic_l2
         self.noise = noise or GaussianNoise()
         self.actor_loss = actor_loss or DeterministicPolicyLoss()
         self.critic_loss = critic_loss or TDMSELoss()
         self.td_target = td_target or MinCriticTarget()
-        shape = observation_space.shape
-
-        def actor():
-            return actor_network(shape, self.low, self.high)
-
-        def critic():
-            return critic_network(shape, self.action_size)
-
-        self.actor, self.target_actor = actor(), actor()
-        self.critics = [critic() for _ in range(num_critics)]
-        self.target_critics = [critic() for _ in range(num_critics)]
+        self.actor = actor_network(observation_space.shape, self.low, self.high)
+        self.target_actor = actor_network(observation_space.shape, self.low, self.high)
+        self.make_critics(critic_network, num_critics)
         online = [*self.actor.weights, *(w for c in self.critics for w in c.weights)]
         target = [*self.target_actor.weights, *(w for c in self.target_critics for w in c.weights)]
-        for source, copy in zip(online, target, strict=True):
-            copy.assign(source)
-        # Draws the target-smoothing noise inside the compiled step; checkpointed with the agent.
-        self.tf_rng = tf.random.Generator.from_seed(seed)
-        self.replay = replay(
-            observation_shape=shape,
-            observation_dtype=observation_space.dtype,
-            n_step=n_step,
-            gamma=gamma,
-            action_shape=(self.action_size,),
-            action_dtype=np.float32,
-        )
-        self.check_replay()
-        observation_dtype = tf.as_dtype(observation_space.dtype)
+        self.copy_to_targets(online, target)
         self.acting = networks.actor_forward(self.actor)
         self.learner = Learner(
             [
-                UpdateGroup(
+                self.critic_group(
                     self._critic_loss,
-                    [v for c in self.critics for v in c.trainable_variables],
                     critic_optimizer or keras.optimizers.Adam(1e-3),
                     critic_gradient_processor,
-                    name="critic",
                 ),
                 UpdateGroup(
                     self._actor_loss,
@@ -162,13 +138,7 @@ class DDPGAgent(ReplayAgent):
                     name="actor",
                 ),
             ],
-            batch_spec={  # [gradient steps, batch, ...]: any number of steps, one trace
-                "observation": tf.TensorSpec([None, batch_size, *shape], observation_dtype),
-                "action": tf.TensorSpec([None, batch_size, self.action_size], tf.float32),
-                "reward": tf.TensorSpec([None, batch_size], tf.float32),
-                "discount": tf.TensorSpec([None, batch_size], tf.float32),
-                "next_observation": tf.TensorSpec([None, batch_size, *shape], observation_dtype),
-            },
+            batch_spec=self.batch_spec(tf.TensorSpec([self.action_size], tf.float32)),
             publish=self.acting.variables,
             loss_state=[self.tf_rng.state],  # target smoothing's noise
         )
@@ -176,11 +146,11 @@ class DDPGAgent(ReplayAgent):
     # ----- acting ------------------------------------------------------------------------------
 
     def act(self, observations: np.ndarray, explore: bool) -> np.ndarray:
-        shape = (len(observations), self.action_size)
         if not explore:
             return self.acting(observations).astype(np.float32)  # [N, A]
         if self.steps < self.learning_starts:
-            return self.rng.uniform(self.low, self.high, size=shape).astype(np.float32)
+            return self.warm_up_actions(observations)
+        shape = (len(observations), self.action_size)
         noisy = self.acting(observations) + self.half_range * self.noise(self.rng, shape)
         return np.clip(noisy, self.low, self.high).astype(np.float32)  # [N, A]
 
@@ -248,9 +218,6 @@ class DDPGAgent(ReplayAgent):
             "tf_rng": self.tf_rng,
         }
 
-    def policy_networks(self) -> dict:
-        return {"actor": self.actor}
-
     def policy_outputs(self, observations: tf.Tensor) -> dict[str, tf.Tensor]:
         return {"action": self.actor(observations)}  # [N, A], within the bounds
 
@@ -268,9 +235,3 @@ class DDPGAgent(ReplayAgent):
         if self.action_size <= 8:
             metrics.update({f"policy/action_{i}": float(a) for i, a in enumerate(action[0])})
         return metrics
-
-    def histogram_variables(self) -> dict[str, tf.Variable]:
-        variables = {f"actor/{v.path}": v for v in self.actor.weights}
-        for index, critic in enumerate(self.critics):
-            variables.update({f"critic_{index}/{v.path}": v for v in critic.weights})
-        return variables

@@ -109,7 +109,6 @@ class DQNAgent(ReplayAgent):
             gamma=gamma,
         )
         self.check_replay()
-        observation_dtype = tf.as_dtype(observation_space.dtype)
         self.acting = networks.acting_forward(self.online)
         # A prioritized replay's batches carry importance weights: [gradient steps, batch].
         weight = {"weight": tf.TensorSpec([None, batch_size], tf.float32)}
@@ -123,12 +122,8 @@ class DQNAgent(ReplayAgent):
                 online_variables=self.online.weights,
                 target_variables=self.target.weights,
             ),
-            batch_spec={  # [gradient steps, batch, ...]: any number of steps, one trace
-                "observation": tf.TensorSpec([None, batch_size, *shape], observation_dtype),
-                "action": tf.TensorSpec([None, batch_size], tf.int64),
-                "reward": tf.TensorSpec([None, batch_size], tf.float32),
-                "discount": tf.TensorSpec([None, batch_size], tf.float32),
-                "next_observation": tf.TensorSpec([None, batch_size, *shape], observation_dtype),
+            batch_spec={
+                **self.batch_spec(tf.TensorSpec([], tf.int64)),
                 **(weight if self.replay.prioritized else {}),
             },
             publish=self.acting.variables,

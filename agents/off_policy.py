@@ -1,18 +1,30 @@
-"""What DQN and DDPG/TD3 share: transitions go to a replay; `gradient_steps` for every multiple
-of `train_freq` transitions crossed after `learning_starts` (a vector step of N transitions may
-cross several), all of a call's batches sampled at once and run by the learner in one compiled
-call, after which acting reads the new weights from the call's published copy. A prioritized
-replay gets the call's per-sample errors back (`Learner.per_sample`) for the indices it drew."""
+"""What DQN, DDPG/TD3 and SAC share: transitions go to a replay; `gradient_steps` for every
+multiple of `train_freq` transitions crossed after `learning_starts` (a vector step of N
+transitions may cross several), all of a call's batches sampled at once and run by the learner
+in one compiled call, after which acting reads the new weights from the call's published copy.
+A prioritized replay gets the call's per-sample errors back (`Learner.per_sample`) for the
+indices it drew. DDPG/TD3 and SAC share more (`ActorCriticReplayAgent`): a bounded Box's
+actions, critics with target copies, a uniformly random warm-up."""
 
 import abc
+from collections.abc import Callable
 from typing import Any
 
 import gymnasium as gym
+import keras
+import numpy as np
+import tensorflow as tf
 
 from framework.agent import Agent, Health, Metrics, State, VectorStep, training_calls_due
-from framework.learner import Learner
+from framework.learner import Learner, UpdateGroup
+from framework.parts.gradient_processors import GradientProcessor
 from framework.parts.replay import UniformReplay
-from framework.validation import require_non_negative, require_positive
+from framework.validation import (
+    require_bounded_box,
+    require_non_negative,
+    require_positive,
+    require_unit_interval,
+)
 
 
 class ReplayAgent(Agent):
@@ -66,6 +78,19 @@ class ReplayAgent(Agent):
                 f"{type(self).__name__}.batch_size ({self.batch_size}): every batch would "
                 "repeat transitions. Raise UniformReplay.capacity or lower the batch size."
             )
+
+    def batch_spec(self, action: tf.TensorSpec) -> dict[str, tf.TensorSpec]:
+        """The learner's batches `[gradient steps, batch, ...]` of transitions, `action` the spec
+        of one action: any number of steps, one trace."""
+        space, size = self.observation_space, self.batch_size
+        observation = tf.TensorSpec([None, size, *space.shape], tf.as_dtype(space.dtype))
+        return {
+            "observation": observation,
+            "action": tf.TensorSpec([None, size, *action.shape], action.dtype),
+            "reward": tf.TensorSpec([None, size], tf.float32),
+            "discount": tf.TensorSpec([None, size], tf.float32),
+            "next_observation": observation,
+        }
 
     def observe(self, step: VectorStep) -> None:
         self.replay.add(step)
@@ -127,3 +152,89 @@ class ReplayAgent(Agent):
         if self.checkpoint_replay:
             self.replay.load_state(state["replay"])
         self.acting.refresh()
+
+
+class ActorCriticReplayAgent(ReplayAgent):
+    """DDPG/TD3's and SAC's common ground: actions in a bounded Box (`low`, `high`, `half_range`,
+    each `[A]`), a replay of float action vectors, critics `Q(s, a)` with target copies, a TF
+    generator for the noise drawn inside the compiled step (checkpointed with the agent), and
+    uniformly random actions until `learning_starts`. Subclasses build the actor, then the
+    critics (`make_critics`, in that order, which fixes the initial weights a seed gives)."""
+
+    actor: keras.Model
+    critics: list[keras.Model]
+    target_critics: list[keras.Model]
+
+    def __init__(
+        self,
+        observation_space: gym.Space,
+        action_space: gym.Space,
+        seed: int,
+        replay: Callable[..., UniformReplay],
+        gamma: float,
+        n_step: int,
+        batch_size: int,
+        learning_starts: int,
+        train_freq: int,
+        gradient_steps: int,
+    ):
+        super().__init__(
+            observation_space,
+            action_space,
+            seed,
+            batch_size=batch_size,
+            learning_starts=learning_starts,
+            train_freq=train_freq,
+            gradient_steps=gradient_steps,
+        )
+        require_positive(self, n_step=n_step)
+        require_unit_interval(self, gamma=gamma)
+        self.low, self.high = require_bounded_box(self, action_space)  # [A] float32 each
+        self.action_size = len(self.low)
+        self.half_range = 0.5 * (self.high - self.low)  # [A]
+        self.tf_rng = tf.random.Generator.from_seed(seed)
+        self.replay = replay(
+            observation_shape=observation_space.shape,
+            observation_dtype=observation_space.dtype,
+            n_step=n_step,
+            gamma=gamma,
+            action_shape=(self.action_size,),
+            action_dtype=np.float32,
+        )
+        self.check_replay()
+
+    def make_critics(self, critic_network: Callable[..., keras.Model], num_critics: int) -> None:
+        """`num_critics` critics, then as many target copies (equal to them after
+        `copy_to_targets`)."""
+        shape = self.observation_space.shape
+        self.critics = [critic_network(shape, self.action_size) for _ in range(num_critics)]
+        self.target_critics = [critic_network(shape, self.action_size) for _ in range(num_critics)]
+
+    @staticmethod
+    def copy_to_targets(online: list[tf.Variable], target: list[tf.Variable]) -> None:
+        for source, copy in zip(online, target, strict=True):
+            copy.assign(source)
+
+    def critic_group(
+        self,
+        loss: Callable,
+        optimizer: keras.optimizers.Optimizer,
+        gradient_processor: GradientProcessor | None,
+    ) -> UpdateGroup:
+        """The critics' update group, first in every step: the reward reaches it."""
+        variables = [v for critic in self.critics for v in critic.trainable_variables]
+        return UpdateGroup(loss, variables, optimizer, gradient_processor, name="critic")
+
+    def warm_up_actions(self, observations: np.ndarray) -> np.ndarray:
+        """Uniformly random actions within the bounds, `[N, A]`."""
+        shape = (len(observations), self.action_size)
+        return self.rng.uniform(self.low, self.high, size=shape).astype(np.float32)
+
+    def policy_networks(self) -> dict:
+        return {"actor": self.actor}
+
+    def histogram_variables(self) -> dict[str, tf.Variable]:
+        variables = {f"actor/{v.path}": v for v in self.actor.weights}
+        for index, critic in enumerate(self.critics):
+            variables.update({f"critic_{index}/{v.path}": v for v in critic.weights})
+        return variables

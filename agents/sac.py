@@ -40,7 +40,7 @@ import keras
 import numpy as np
 import tensorflow as tf
 
-from agents.off_policy import ReplayAgent
+from agents.off_policy import ActorCriticReplayAgent
 from framework.learner import Learner, UpdateGroup
 from framework.parts import networks
 from framework.parts.gradient_processors import GradientProcessor
@@ -49,11 +49,11 @@ from framework.parts.replay import UniformReplay
 from framework.parts.squashed_gaussian import SquashedGaussian
 from framework.parts.target_updaters import SoftUpdate, TargetUpdater
 from framework.parts.targets import MinCriticTarget
-from framework.validation import require_bounded_box, require_positive, require_unit_interval
+from framework.validation import require_positive
 
 
 @gin.configurable
-class SACAgent(ReplayAgent):
+class SACAgent(ActorCriticReplayAgent):
     """SAC (Haarnoja et al., 2018) for continuous actions, with SB3's defaults.
 
     Parts left None: `SquashedGaussian()` (log std in [-20, 2]), `SoftPolicyLoss`, `TDMSELoss`
@@ -102,20 +102,19 @@ class SACAgent(ReplayAgent):
             observation_space,
             action_space,
             seed,
+            replay,
+            gamma=gamma,
+            n_step=n_step,
             batch_size=batch_size,
             learning_starts=learning_starts,
             train_freq=train_freq,
             gradient_steps=gradient_steps,
         )
-        require_positive(self, num_critics=num_critics, n_step=n_step)
-        require_unit_interval(self, gamma=gamma)
+        require_positive(self, num_critics=num_critics)
         if not (isinstance(initial_temperature, int | float) and initial_temperature > 0):
             raise ValueError(
                 f"SACAgent.initial_temperature must be a number > 0, got {initial_temperature!r}."
             )
-        self.low, self.high = require_bounded_box(self, action_space)  # [A] float32 each
-        self.action_size = len(self.low)
-        self.half_range = 0.5 * (self.high - self.low)  # [A]
         if target_entropy is None:
             target_entropy = -float(self.action_size)
         if not isinstance(target_entropy, int | float) or isinstance(target_entropy, bool):
@@ -129,15 +128,11 @@ class SACAgent(ReplayAgent):
         self.critic_loss = critic_loss or TDMSELoss()
         self.td_target = td_target or MinCriticTarget()
         self.temperature_loss = temperature_loss or TemperatureLoss()
-        shape = observation_space.shape
-
-        self.actor = actor_network(shape, self.action_size)
-        self.critics = [critic_network(shape, self.action_size) for _ in range(num_critics)]
-        self.target_critics = [critic_network(shape, self.action_size) for _ in range(num_critics)]
+        self.actor = actor_network(observation_space.shape, self.action_size)
+        self.make_critics(critic_network, num_critics)
         online = [w for c in self.critics for w in c.weights]
         target = [w for c in self.target_critics for w in c.weights]
-        for source, copy in zip(online, target, strict=True):
-            copy.assign(source)
+        self.copy_to_targets(online, target)
         self.log_alpha = tf.Variable(
             math.log(initial_temperature), trainable=learn_temperature, name="log_alpha"
         )
@@ -145,26 +140,12 @@ class SACAgent(ReplayAgent):
         self._policy_log_probs = tf.Variable(
             tf.zeros([batch_size]), trainable=False, name="policy_log_probs"
         )
-        # Draws the policy's noise inside the compiled step; checkpointed with the agent.
-        self.tf_rng = tf.random.Generator.from_seed(seed)
-        self.replay = replay(
-            observation_shape=shape,
-            observation_dtype=observation_space.dtype,
-            n_step=n_step,
-            gamma=gamma,
-            action_shape=(self.action_size,),
-            action_dtype=np.float32,
-        )
-        self.check_replay()
-        observation_dtype = tf.as_dtype(observation_space.dtype)
         self.acting = networks.gaussian_actor_forward(self.actor)
         groups = [
-            UpdateGroup(
+            self.critic_group(
                 self._critic_loss,
-                [v for c in self.critics for v in c.trainable_variables],
                 critic_optimizer or keras.optimizers.Adam(3e-4),
                 critic_gradient_processor,
-                name="critic",
             ),
             UpdateGroup(
                 self._actor_loss,
@@ -188,13 +169,7 @@ class SACAgent(ReplayAgent):
             )
         self.learner = Learner(
             groups,
-            batch_spec={  # [gradient steps, batch, ...]: any number of steps, one trace
-                "observation": tf.TensorSpec([None, batch_size, *shape], observation_dtype),
-                "action": tf.TensorSpec([None, batch_size, self.action_size], tf.float32),
-                "reward": tf.TensorSpec([None, batch_size], tf.float32),
-                "discount": tf.TensorSpec([None, batch_size], tf.float32),
-                "next_observation": tf.TensorSpec([None, batch_size, *shape], observation_dtype),
-            },
+            batch_spec=self.batch_spec(tf.TensorSpec([self.action_size], tf.float32)),
             publish=self.acting.variables,
             loss_state=[self.tf_rng.state, self._policy_log_probs],
         )
@@ -203,8 +178,7 @@ class SACAgent(ReplayAgent):
 
     def act(self, observations: np.ndarray, explore: bool) -> np.ndarray:
         if explore and self.steps < self.learning_starts:
-            shape = (len(observations), self.action_size)
-            return self.rng.uniform(self.low, self.high, size=shape).astype(np.float32)
+            return self.warm_up_actions(observations)
         mean, log_std = self.acting(observations)  # [N, A] each
         if explore:
             noise = self.rng.standard_normal(mean.shape)
@@ -277,9 +251,6 @@ class SACAgent(ReplayAgent):
             "tf_rng": self.tf_rng,
         }
 
-    def policy_networks(self) -> dict:
-        return {"actor": self.actor}
-
     def policy_outputs(self, observations: tf.Tensor) -> dict[str, tf.Tensor]:
         mean, _ = self.actor(observations)
         unit = self.distribution.mode(mean)  # [N, A]: tanh(mean)
@@ -299,9 +270,3 @@ class SACAgent(ReplayAgent):
             metrics.update({f"policy/action_{i}": float(a) for i, a in enumerate(action)})
             metrics.update({f"policy/log_std_{i}": float(s) for i, s in enumerate(log_std[0])})
         return metrics
-
-    def histogram_variables(self) -> dict[str, tf.Variable]:
-        variables = {f"actor/{v.path}": v for v in self.actor.weights}
-        for index, critic in enumerate(self.critics):
-            variables.update({f"critic_{index}/{v.path}": v for v in critic.weights})
-        return variables
