@@ -33,7 +33,7 @@ from framework.parts import exploration, networks
 from framework.parts.distributions import Categorical, DiagonalGaussian
 from framework.parts.gradient_processors import ClipByGlobalNorm, GradientProcessor
 from framework.parts.minibatches import ShuffledMinibatches
-from framework.parts.optimizers import Schedule
+from framework.parts.optimizers import Schedule, TorchAdam
 from framework.parts.policy_losses import ClippedSurrogateLoss, EntropyBonus, ValueLoss
 from framework.parts.returns import GAE, Rollout, merge_time_and_envs
 from framework.validation import require_box_observations, require_positive, require_unit_interval
@@ -79,8 +79,9 @@ class PPOAgent(RolloutAgent):
 
     Parts left None are SB3's defaults: the distribution of the action space (`Categorical`
     or `DiagonalGaussian`), `GAE(0.95)`, `ClippedSurrogateLoss(0.2)`, `ValueLoss()`
-    (unclipped), `EntropyBonus(0.0)`, `ShuffledMinibatches(10 epochs, 64)`, Adam(3e-4,
-    epsilon=1e-5), `ClipByGlobalNorm(0.5)`; the network `actor_critic_mlp` (discrete) or
+    (unclipped), `EntropyBonus(0.0)`, `ShuffledMinibatches(10 epochs, 64)`,
+    `TorchAdam(3e-4, epsilon=1e-5)` (torch's Adam: a PPO update equals SB3's to float32
+    rounding), `ClipByGlobalNorm(0.5)`; the network `actor_critic_mlp` (discrete) or
     `gaussian_actor_critic_mlp` (Box): separate 64x64 tanh torsos, orthogonal init.
 
     Args (beyond the parts):
@@ -159,7 +160,7 @@ class PPOAgent(RolloutAgent):
             UpdateGroup(
                 self.loss,
                 self.network.trainable_variables,
-                optimizer or keras.optimizers.Adam(3e-4, epsilon=1e-5),
+                optimizer or TorchAdam(3e-4, epsilon=1e-5),
                 gradient_processor or ClipByGlobalNorm(0.5),
                 stop=None if target_kl is None else self._kl_too_large,
             ),

@@ -21,6 +21,7 @@ def make_test_optimizer(optimizer=None):
         ("Adam", keras.optimizers.Adam, "beta_1 = 0.5", "beta_1", 0.5),
         ("RMSprop", keras.optimizers.RMSprop, "rho = 0.8", "rho", 0.8),
         ("SGD", keras.optimizers.SGD, "momentum = 0.7", "momentum", 0.7),
+        ("TorchAdam", optimizers.TorchAdam, "epsilon = 1e-5", "epsilon", 1e-5),
     ],
 )
 def test_optimizer_bound_in_gin(name, cls, extra_binding, attribute, value):
@@ -35,6 +36,41 @@ def test_optimizer_bound_in_gin(name, cls, extra_binding, attribute, value):
     assert isinstance(optimizer, cls)
     np.testing.assert_allclose(float(optimizer.learning_rate), 0.01, rtol=1e-6)
     assert getattr(optimizer, attribute) == pytest.approx(value)
+
+
+def _torch_adam_steps(start, gradients, learning_rate, epsilon, beta_1=0.9, beta_2=0.999):
+    """torch.optim.Adam's update in float64: epsilon added to sqrt(v) / sqrt(1 - beta_2^t)."""
+    x, m, v = np.array(start, np.float64), 0.0, 0.0
+    for t, g in enumerate(gradients, 1):
+        m = beta_1 * m + (1 - beta_1) * g
+        v = beta_2 * v + (1 - beta_2) * g * g
+        denominator = np.sqrt(v) / np.sqrt(1 - beta_2**t) + epsilon
+        x = x - learning_rate / (1 - beta_1**t) * m / denominator
+    return x
+
+
+def test_torch_adam_places_epsilon_as_torch_does_and_keras_adam_does_not():
+    # Gradients near epsilon, where the placement decides the step (PPO's policy torso).
+    start = [1.0, -2.0, 0.5]
+    gradients = [np.array(g, np.float32) for g in ([1e-5, -3e-6, 0.2], [2e-5, 1e-6, -0.1])]
+    expected = _torch_adam_steps(start, gradients, 1e-3, 1e-5)
+    moved = {}
+    for name, optimizer in (
+        ("torch", optimizers.TorchAdam(1e-3, epsilon=1e-5)),
+        ("keras", keras.optimizers.Adam(1e-3, epsilon=1e-5)),
+    ):
+        variable = tf.Variable(start)
+        for gradient in gradients:
+            optimizer.apply_gradients([(tf.constant(gradient), variable)])
+        moved[name] = variable.numpy()
+    np.testing.assert_allclose(moved["torch"], expected, rtol=0, atol=1e-7)
+    # Keras's epsilon weighs ~32x / ~22x more at steps 1 and 2: the small gradients' steps
+    # come out several times shorter; the large gradient's step within 1% of torch's.
+    torch_steps, keras_steps = np.abs(expected - start), np.abs(moved["keras"] - start)
+    assert np.all(keras_steps[:2] < 0.5 * torch_steps[:2]), (keras_steps, torch_steps)
+    np.testing.assert_allclose(keras_steps[2], torch_steps[2], rtol=1e-2)
+    with pytest.raises(ValueError, match="no amsgrad"):
+        optimizers.TorchAdam(amsgrad=True)
 
 
 def test_staircase_exponential_decay_counting_updates():
