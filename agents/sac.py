@@ -45,6 +45,7 @@ from framework.learner import Learner, UpdateGroup
 from framework.parts import networks
 from framework.parts.gradient_processors import GradientProcessor
 from framework.parts.losses import SoftPolicyLoss, TDMSELoss, TemperatureLoss
+from framework.parts.optimizers import TorchAdam
 from framework.parts.replay import UniformReplay
 from framework.parts.squashed_gaussian import SquashedGaussian
 from framework.parts.target_updaters import SoftUpdate, TargetUpdater
@@ -58,8 +59,8 @@ class SACAgent(ActorCriticReplayAgent):
 
     Parts left None: `SquashedGaussian()` (log std in [-20, 2]), `SoftPolicyLoss`, `TDMSELoss`
     (SB3's 0.5 * sum over the critics of their MSE), `MinCriticTarget` (over the target critics,
-    the entropy term subtracted from each), `TemperatureLoss`, Adam(3e-4) for each group,
-    `SoftUpdate(tau=0.005)` over the critics.
+    the entropy term subtracted from each), `TemperatureLoss`, `TorchAdam(3e-4)` (torch's Adam,
+    epsilon 1e-8) for each group, `SoftUpdate(tau=0.005)` over the critics.
 
     Args (beyond the parts):
       num_critics: critics trained on one soft target, the minimum of their target copies.
@@ -144,13 +145,13 @@ class SACAgent(ActorCriticReplayAgent):
         groups = [
             self.critic_group(
                 self._critic_loss,
-                critic_optimizer or keras.optimizers.Adam(3e-4),
+                critic_optimizer or TorchAdam(3e-4),
                 critic_gradient_processor,
             ),
             UpdateGroup(
                 self._actor_loss,
                 self.actor.trainable_variables,
-                actor_optimizer or keras.optimizers.Adam(3e-4),
+                actor_optimizer or TorchAdam(3e-4),
                 actor_gradient_processor,
                 target_updater or SoftUpdate(tau=0.005),
                 online_variables=online,
@@ -163,7 +164,7 @@ class SACAgent(ActorCriticReplayAgent):
                 UpdateGroup(
                     self._temperature_loss,
                     [self.log_alpha],
-                    temperature_optimizer or keras.optimizers.Adam(3e-4),
+                    temperature_optimizer or TorchAdam(3e-4),
                     name="temperature",
                 )
             )

@@ -88,6 +88,13 @@ def _copy(model):
     return copy
 
 
+def _fresh(optimizer):
+    """A new optimizer of the group's class and settings (its epsilon placement included), at
+    the group's current learning rate."""
+    config = {**optimizer.get_config(), "learning_rate": float(optimizer.learning_rate.numpy())}
+    return type(optimizer).from_config(config)
+
+
 def _dqn_floor(tf, agent, steps: int):
     import keras
 
@@ -97,7 +104,7 @@ def _dqn_floor(tf, agent, steps: int):
     processor = group.gradient_processor
     max_norm = processor.max_norm if isinstance(processor, ClipByGlobalNorm) else float("inf")
     online, target = _copy(agent.online), _copy(agent.target)
-    optimizer = keras.optimizers.Adam(float(group.optimizer.learning_rate.numpy()))
+    optimizer = _fresh(group.optimizer)
     optimizer.build(online.trainable_variables)
 
     @tf.function(jit_compile=True)
@@ -120,16 +127,14 @@ def _dqn_floor(tf, agent, steps: int):
 
 def _sac_floor(tf, agent, steps: int):
     """SAC's step as SB3 writes it, the sample on s shared by the actor and the temperature."""
-    import keras
 
     actor = _copy(agent.actor)
     critics = [_copy(critic) for critic in agent.critics]
     targets = [_copy(critic) for critic in agent.target_critics]
     log_alpha = tf.Variable(agent.log_alpha.numpy())
     generator = tf.random.Generator.from_state(agent.tf_rng.state.numpy(), agent.tf_rng.algorithm)
-    rates = [float(group.optimizer.learning_rate.numpy()) for group in agent.learner.groups]
     critic_optimizer, actor_optimizer, temperature_optimizer = (
-        keras.optimizers.Adam(rate) for rate in rates
+        _fresh(group.optimizer) for group in agent.learner.groups
     )
     critic_variables = [v for c in critics for v in c.trainable_variables]
     critic_optimizer.build(critic_variables)
