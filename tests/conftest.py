@@ -5,8 +5,9 @@ import os
 import shutil
 import tempfile
 
-# Quiet TensorFlow's C++ start-up banner; set before any test module imports TensorFlow.
-os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+# TensorFlow's C++ log at the command line's level (fatal lines only), here and in the runs the
+# tests start: set before any test module imports TensorFlow.
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 # XLA's programs cached in a folder of this session's own, shared by its tests and the runs
 # they start (the same programs load across tests): the user's cache stays untouched.
 if "RLFRAME_XLA_CACHE" not in os.environ:
