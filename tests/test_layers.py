@@ -29,6 +29,7 @@ FRAMEWORK_LAYERS = [
         "framework.seeding",
         "framework.trials",
         "framework.validation",
+        "framework.xla_cache",
     },
     {"framework.agent"},
     {"framework.parts"},  # and every framework.parts.* module
