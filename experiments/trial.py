@@ -7,6 +7,7 @@ them again, so a process (a reused Ray worker) that ran another trial leaks noth
 Importing this module is cheap: TensorFlow is imported inside `run`.
 """
 
+import contextlib
 import dataclasses
 import os
 import signal
@@ -129,9 +130,31 @@ def _redirect_output(path: str) -> None:
 
 
 def tune_trainable(config: dict) -> None:
-    """A Ray Tune function trainable: the run in `config["task"]`, its outcome reported."""
+    """A Ray Tune function trainable: the run in `config["task"]`, its outcome reported. The
+    run's log receives this worker's output while the run lasts only: what the worker prints as
+    it exits after the trial (Python's shutdown warnings, such as an "Exception ignored in"
+    a weak set's callback) goes to Ray's own worker logs, not into the run's log."""
     from ray import tune
 
     task = Task(**{**config["task"], "gin_files": tuple(config["task"]["gin_files"])})
-    _start(task)
-    tune.report(run(task))
+    with _output_restored_after():
+        _start(task)
+        outcome = run(task)
+    tune.report(outcome)
+
+
+@contextlib.contextmanager
+def _output_restored_after():
+    """Puts this process's stdout and stderr descriptors back where they pointed before the block
+    (which may redirect them) when it ends."""
+    sys.stdout.flush()
+    sys.stderr.flush()
+    saved = {1: os.dup(1), 2: os.dup(2)}
+    try:
+        yield
+    finally:
+        sys.stdout.flush()
+        sys.stderr.flush()
+        for descriptor, copy in saved.items():
+            os.dup2(copy, descriptor)
+            os.close(copy)
