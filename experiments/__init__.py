@@ -17,8 +17,8 @@ from collections.abc import Iterator, Sequence
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:  # imported inside the calls: importing this package stays cheap
-    from framework.run_directory import RunDirectory
     from framework.runner import Runner
+    from framework.storage.run_directory import RunDirectory
 
 from experiments.errors import (
     RunError,
@@ -96,8 +96,8 @@ def build(
 
     import agents  # noqa: F401  (registers every agent's configurables)
     from framework import config
-    from framework.run_directory import RunDirectory
     from framework.runner import Runner
+    from framework.storage.run_directory import RunDirectory
 
     _check_arguments(gin_files, bindings, base_dir)
     base_dir = None if base_dir is None else os.fspath(base_dir)
@@ -163,8 +163,8 @@ def _is_list_of_strings(value: object) -> bool:
 
 def _disk_message(error: OSError) -> str:
     """One paragraph naming the path and what was being written (disk full, ...)."""
-    from framework.checkpointing import CheckpointWriteError
-    from framework.run_directory import RunFolderError
+    from framework.storage.checkpointing import CheckpointWriteError
+    from framework.storage.run_directory import RunFolderError
 
     if isinstance(error, CheckpointWriteError | RunFolderError):
         return " ".join(str(error).split())
@@ -239,15 +239,16 @@ def train_prepared(prepared: PreparedRun) -> TrainResult:
     from absl import logging
 
     from experiments import resuming
-    from framework import config, trials
-    from framework.checkpointing import (
+    from framework import config
+    from framework.runner import NonFiniteError, Stopped
+    from framework.storage import trials
+    from framework.storage.checkpointing import (
         CheckpointError,
         CheckpointFormatError,
         CheckpointMismatchError,
     )
-    from framework.run_directory import DamagedRecordError, RunFolderBusyError
-    from framework.runner import NonFiniteError, Stopped
-    from framework.summaries import HParamsSession
+    from framework.storage.run_directory import DamagedRecordError, RunFolderBusyError
+    from framework.storage.summaries import HParamsSession
 
     runner, folder = prepared.runner, prepared.folder
     start = time.perf_counter()

@@ -3,7 +3,7 @@
   python -m experiments.analyze sweeps/cartpole_lr_tau [more folders ...] [--threshold=475]
 
 A folder is a sweep (its sweep.json names the trials, seeds and swept values), one run folder,
-or any folder holding run folders, grouped into trials by their trial key (framework/trials.py:
+or any folder holding run folders, grouped into trials by their trial key (storage/trials.py:
 the operative config without the seed and the cadences), whatever the folders are called. Every
 scalar is read at full resolution from the event files, with each run's config.gin. Per trial, over
 its seeds (runs aligned on environment steps):
@@ -36,7 +36,7 @@ import numpy as np
 from experiments import RunError
 
 if TYPE_CHECKING:  # imported where used: reading a run needs TensorFlow
-    from framework.run_directory import RunDirectory
+    from framework.storage.run_directory import RunDirectory
 
 # What the analysis imports beyond the default install: the analysis extra (setup.cfg).
 _ANALYSIS_MODULES = ("pandas", "matplotlib", "rliable.library")
@@ -56,7 +56,7 @@ class Run:
     config: str  # config.gin
     values: dict  # the swept bindings' values (a sweep's record), else {}
     scalars: dict[str, list[tuple[int, float]]]
-    key: str | None = None  # its trial's key (framework/trials.py); None without a config
+    key: str | None = None  # its trial's key (framework/storage/trials.py); None without a config
     started: str = ""  # when its latest start began: the newest of a seed's runs counts
 
     def curve(self, tag: str = EVAL_TAG) -> tuple[np.ndarray, np.ndarray]:
@@ -95,7 +95,7 @@ def _seed_of(folder: "RunDirectory", config: str) -> int | None:
 
 
 def _run_folders(root: str) -> list[str]:
-    from framework.run_directory import RunDirectory
+    from framework.storage.run_directory import RunDirectory
 
     if RunDirectory.holds_run(root):
         return [root]
@@ -130,7 +130,7 @@ def load(paths: Sequence[str], finished_only: bool = True) -> tuple[list[Run], l
     """Every run under `paths`, with its scalars (all tags, every step) and config, in trials;
     and what was said about them (a seed run twice in a trial).
 
-    Runs are one trial when their configs make one trial key (`framework/trials.py`: the same
+    Runs are one trial when their configs make one trial key (`storage/trials.py`: the same
     operative config but for the seed and the cadences), whatever their folders are called.
     A trial is named after its sweep trial or its folders (without seed and time stamp), with
     the bindings that tell it apart where two trials would share a name. With several paths,
@@ -171,7 +171,7 @@ def load(paths: Sequence[str], finished_only: bool = True) -> tuple[list[Run], l
 
 
 def _read_run(folder: str, name: str, seed: int | None, values: dict) -> Run:
-    from framework.run_directory import RunDirectory
+    from framework.storage.run_directory import RunDirectory
 
     run_folder = RunDirectory(folder)
     config = run_folder.read_config() or ""
@@ -192,7 +192,7 @@ def _in_trials(runs: list[Run]) -> list[Run]:
     """Names each run's trial: runs of one key share the name most of them were found under;
     where two keys would share a name, each gets the bindings that tell them apart (its key,
     where a config is missing to tell them by)."""
-    from framework import trials
+    from framework.storage import trials
 
     by_key: dict[str, list[Run]] = {}
     for run in runs:

@@ -103,8 +103,8 @@ def _describe(policy, run_dir: str) -> str:
 
 
 def _log(run_dir: str, policy, result) -> str:
-    from framework.run_directory import RunDirectory
-    from framework.summaries import SummaryWriters
+    from framework.storage.run_directory import RunDirectory
+    from framework.storage.summaries import SummaryWriters
 
     folder = RunDirectory(run_dir).evaluation_log_dir(str(FLAGS.checkpoint))
     writers = SummaryWriters(folder)

@@ -53,11 +53,11 @@ def load(
     As `train`, it parses the run's config into gin's global config (clearing what was bound
     before) and seeds the global generators with the run's seed."""
     from framework import config
-    from framework.checkpointing import CheckpointError, CheckpointMismatchError
     from framework.parts import wrappers
     from framework.policy import Policy
-    from framework.run_directory import RunDirectory
     from framework.runner import run_seeds
+    from framework.storage.checkpointing import CheckpointError, CheckpointMismatchError
+    from framework.storage.run_directory import RunDirectory
 
     which = checkpoint_choice(checkpoint)
     folder = RunDirectory(run_dir)

@@ -77,7 +77,7 @@ def end_run(sweep: Sweep, run: dict, outcome: dict, seconds: float) -> None:
     run["error"] = outcome.get("error")
     if run["status"] in (STATUS_FINISHED, STATUS_FAILED):
         run["result"] = read_result(sweep.run_folder(run))
-        run["trial_key"] = sweep.run_folder(run).trial_key()  # framework/trials.py
+        run["trial_key"] = sweep.run_folder(run).trial_key()  # framework/storage/trials.py
         write_run_result(sweep, run)
 
 

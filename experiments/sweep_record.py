@@ -21,8 +21,8 @@ from experiments.sweep_plan import (
     usage_error,
 )
 from experiments.trial import STATUS_FAILED, STATUS_FINISHED, Task
-from framework.atomic_files import atomic_write
-from framework.run_directory import RunDirectory
+from framework.storage.atomic_files import atomic_write
+from framework.storage.run_directory import RunDirectory
 
 FORMAT_VERSION = 1
 RECORD = "sweep.json"
@@ -198,7 +198,7 @@ def define(
                     "attempts": 0,
                     "seconds": 0.0,
                     "result": None,
-                    "trial_key": None,  # once it ran: its config's (framework/trials.py)
+                    "trial_key": None,  # once it ran: its config's (framework/storage/trials.py)
                     "error": None,
                 }
             )

@@ -478,7 +478,7 @@ def recorded_import_folders(start: dict) -> list[str]:
 
 def run_metadata(command: str, seed: int, trial: str) -> dict[str, str]:
     """What reproduces a run besides its config: command, working folder, seed, versions, git
-    commit; and when it started and its trial (`framework/trials.py`), for analysis."""
+    commit; and when it started and its trial (`framework/storage/trials.py`), for analysis."""
     metadata = {"command": command, "working_folder": os.getcwd()}
     metadata["started"] = datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds")
     metadata["trial"] = trial

@@ -20,7 +20,7 @@ from typing import Any
 
 from absl import logging as absl_logging
 
-from framework import xla_cache
+from framework.compiled import xla_cache
 
 # Keras imports these at start-up, where installed (the analysis extra), only for features this
 # framework never uses (image-gallery plots, slicing pandas frames): 0.9 s of a 3.7 s import.

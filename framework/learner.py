@@ -6,7 +6,7 @@ variables, optimizer and schedule (`every`); `_update_group` is one group's step
 The step never writes summaries: it returns metric tensors, averaged over the call's steps, and a
 small health vector that the loop reads to stop or count non-finite updates.
 How a call reaches TensorFlow (k steps per call, a packed batch, a direct call, an optimistic
-pass under XLA) is `framework/compiled_steps.py`'s business; A3C's split of the pipeline into a
+pass under XLA) is `framework/compiled/steps.py`'s business; A3C's split of the pipeline into a
 worker's and the global learner's halves is `framework/drivers/gradient_halves.py`'s.
 """
 
@@ -19,8 +19,9 @@ import keras
 import numpy as np
 import tensorflow as tf
 
-from framework.compiled_steps import StepCalls, direct_call_usable, repeat
-from framework.packed_outputs import FlatLayout, PackedMetrics
+from framework.agent import HEALTH_FIELDS
+from framework.compiled.packed_outputs import FlatLayout, PackedMetrics
+from framework.compiled.steps import StepCalls, direct_call_usable, repeat
 from framework.parts import optimizers  # also registers the Keras optimizers with gin
 from framework.parts.gradient_processors import GradientProcessor, Identity
 from framework.parts.target_updaters import NoUpdate, TargetUpdater
@@ -84,7 +85,7 @@ class Learner(tf.Module):
         batch-32 Nature-CNN step 513 ms against 19 ms. The CartPole DQN configs turn it on.
       direct_call: call the traced steps through TensorFlow's eager `execute`, ~100-200 us
         less per call than the ordinary call, with the same results
-        (`framework/direct_call.py`); off by itself, with a warning, on a TensorFlow whose
+        (`framework/compiled/direct_call.py`); off by itself, with a warning, on a TensorFlow whose
         internals it does not know.
       batch_spec: `tf.TensorSpec`s of the stacked batches `run` takes, leading axis first.
       publish: variables whose values after each `run` come back with it, as numpy arrays in
@@ -189,6 +190,7 @@ class Learner(tf.Module):
             jit_compile,
             optimistic,
             self.direct_call,
+            nonfinite_index=HEALTH_FIELDS.index("nonfinite_steps"),
         )
 
     def run(
@@ -295,7 +297,7 @@ class Learner(tf.Module):
         A non-finite step reaches neither the optimizer nor a processor with state (an
         accumulation keeps its good parts): the variables keep their last good values and the
         caller decides whether to stop or carry on (see `Health.nonfinite_steps`). In an
-        optimistic call (`compiled_steps.StepCalls`) every step applies and a non-finite one
+        optimistic call (`steps.StepCalls`) every step applies and a non-finite one
         rolls the whole call back instead: under XLA the branch costs more than the arithmetic.
         """
         loss, extras, grads = loss_and_gradients(group, batch)

@@ -6,11 +6,20 @@ agent observes is a real transition: its `next_observation` is the episode's fin
 where an episode ended (from `infos["final_obs"]`), while the loop carries on from the reset
 one. With gymnasium's default `NEXT_STEP` mode the step after a done would be a reset dressed as
 a transition (Gymnasium#1103); this loop never sees one.
+
+Evaluation episodes run on an environment of their own (`evaluate`). An evaluation is seeded by
+the step it is taken at, so it depends on nothing that came before and never changes the
+training run. An environment that knows each step's expected reward says
+so in `info["expected_reward"]` (the bandit: the mean of the arm pulled), and an evaluation
+sums that instead of the sampled reward: its return is then the policy's expected return for
+the actions it took, not that plus the reward's noise (a greedy bandit policy's evaluation is
+its arm's mean, whatever the draws). Training learns from the sampled rewards as ever.
 """
 
 import dataclasses
 import time
 from collections.abc import Callable
+from typing import Any
 
 import gin
 import gymnasium as gym
@@ -181,3 +190,40 @@ class EnvironmentLoop:
 
     def close(self) -> None:
         self.envs.close()
+
+
+@dataclasses.dataclass(frozen=True)
+class Evaluation:
+    step: int
+    mean_return: float
+    std_return: float
+    mean_length: float
+    returns: tuple[float, ...]  # of each episode
+    lengths: tuple[int, ...]
+
+
+def evaluate(
+    env: gym.Env, act: Callable[[np.ndarray], Any], episodes: int, seed: int, step: int
+) -> Evaluation:
+    """`episodes` episodes of the policy `act(observation) -> action`, the environment's
+    generator seeded once with `seed + step`; each step counts its expected reward where the
+    environment gives one (`info["expected_reward"]`), else its reward."""
+    env.reset(seed=seed + step)
+    returns, lengths = [], []
+    for _ in range(episodes):
+        observation, _ = env.reset()
+        total, length, done = 0.0, 0, False
+        while not done:
+            observation, reward, terminated, truncated, info = env.step(act(observation))
+            reward = info.get("expected_reward", reward)
+            total, length, done = total + float(reward), length + 1, terminated or truncated
+        returns.append(total)
+        lengths.append(length)
+    return Evaluation(
+        step,
+        float(np.mean(returns)),
+        float(np.std(returns)),
+        float(np.mean(lengths)),
+        tuple(returns),
+        tuple(lengths),
+    )

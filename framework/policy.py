@@ -12,7 +12,7 @@ import functools
 import gymnasium as gym
 import numpy as np
 
-from framework import evaluation
+from framework import loop
 from framework.agent import Agent
 from framework.parts import wrappers
 
@@ -62,7 +62,7 @@ class Policy:
 
     def evaluate(
         self, episodes: int | None = None, seed: int | None = None, explore: bool = False
-    ) -> evaluation.Evaluation:
+    ) -> loop.Evaluation:
         """`episodes` episodes on `env` (the run's `eval_episodes` by default). With no `seed`,
         seeded as the run's evaluation at `step` was: a checkpoint written at an evaluation
         step, evaluated with the run's episodes, returns that evaluation exactly."""
@@ -75,7 +75,7 @@ class Policy:
         self.agent.seed_evaluation(base + offset)
         if explore:
             self.agent.rng = np.random.default_rng(base + offset)
-        return evaluation.evaluate(
+        return loop.evaluate(
             self.env,
             lambda observation: self.agent.act(observation[None], explore)[0],
             episodes,

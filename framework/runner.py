@@ -29,23 +29,23 @@ import numpy as np
 import tensorflow as tf
 from absl import logging
 
-from framework import evaluation
+from framework import loop
 from framework.agent import Agent, Health
-from framework.checkpointing import CheckpointError, CheckpointMismatchError
 from framework.drivers import asynchronous  # noqa: F401  (registers the driver with gin)
 from framework.drivers.driver import AgentFactory, Driver, Seeds
 from framework.drivers.synchronous import SynchronousDriver
 from framework.loop import EndedEpisodes
 from framework.parts.environments import make_env
-from framework.progress_csv import ProgressTable
-from framework.run_directory import RunDirectory
 from framework.seeding import (
     derived_seeds,
     global_rng_states,
     seed_everything,
     set_global_rng_states,
 )
-from framework.summaries import HParamsSession, SummaryWriters
+from framework.storage.checkpointing import CheckpointError, CheckpointMismatchError
+from framework.storage.progress_csv import ProgressTable
+from framework.storage.run_directory import RunDirectory
+from framework.storage.summaries import HParamsSession, SummaryWriters
 from framework.validation import require_positive
 
 
@@ -324,11 +324,11 @@ class Runner:
 
     # ----- evaluation --------------------------------------------------------------------------
 
-    def evaluate(self) -> evaluation.Evaluation:
+    def evaluate(self) -> loop.Evaluation:
         """`eval_episodes` episodes of the agent's evaluation policy, seeded by the step."""
         step, agent = self.state.env_steps, self.agent
         agent.seed_evaluation(self._eval_seed + step)
-        return evaluation.evaluate(
+        return loop.evaluate(
             self.eval_env,
             lambda observation: agent.act(observation[None], explore=False)[0],
             self.eval_episodes,

@@ -6,7 +6,7 @@ import os
 import numpy as np
 import tensorflow as tf
 
-from framework.checkpointing import CheckpointStore
+from framework.storage.checkpointing import CheckpointStore
 
 
 def saved_contents(state: dict, folder) -> dict:

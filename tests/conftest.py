@@ -17,7 +17,7 @@ if "RLFRAME_XLA_CACHE" not in os.environ:
 import gin
 import pytest
 
-from framework import xla_cache
+from framework.compiled import xla_cache
 
 xla_cache.enable()
 

@@ -10,7 +10,8 @@ import functools
 
 import tensorflow as tf
 
-from framework.compiled_steps import TracedCall, repeat, traced
+from framework.compiled.packed_outputs import FlatLayout, PackedMetrics
+from framework.compiled.steps import TracedCall, repeat, traced
 from framework.learner import (
     Learner,
     UpdateGroup,
@@ -23,7 +24,6 @@ from framework.learner import (
     step_outputs,
     when_due,
 )
-from framework.packed_outputs import FlatLayout, PackedMetrics
 
 Gradients = list[list[tf.Tensor]]  # one list per group, in the order of its variables
 

@@ -30,7 +30,7 @@ class MultiArmedBanditEnv(gymnasium.Env):
     the arm means, so a learner can be checked against known numbers. The observation carries
     no information (always `[1.0]`) and every episode is a single pull. A step's info gives
     the pulled arm's mean as `expected_reward` (and `arm_mean`): evaluations count it instead
-    of the sampled reward (`framework/evaluation.py`), so that two policies that pull different
+    of the sampled reward (`loop.evaluate`), so that two policies that pull different
     arms evaluate differently and two that pull the same arm alike.
     """
 

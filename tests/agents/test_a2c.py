@@ -7,10 +7,10 @@ import pytest
 import tensorflow as tf
 
 from agents.a2c import ActorCriticLoss
-from framework.event_reader import read_scalars
 from framework.parts import networks
 from framework.parts.losses import PolicyGradientLoss, TDMSELoss
 from framework.parts.returns import GAE, NStepReturns
+from framework.storage.event_reader import read_scalars
 from tests.runs import train
 
 CARTPOLE_A2C = ["gin_configs/a2c/cartpole.gin"]

@@ -14,9 +14,9 @@ import experiments
 from agents.a2c import A2CAgent
 from framework import config
 from framework.drivers.worker import Worker
-from framework.event_reader import read_scalars, read_tags
 from framework.parts.environments import make_env
 from framework.runner import Runner
+from framework.storage.event_reader import read_scalars, read_tags
 
 CONFIG = "gin_configs/a3c/cartpole.gin"
 SHORT = [  # 2 workers of 2 sub-environments, pushes of 2 rollouts of 5 vector steps (20 steps)

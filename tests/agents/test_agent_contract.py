@@ -22,7 +22,6 @@ from agents.ppo import PPOAgent
 from agents.reinforce import ReinforceAgent
 from agents.sac import SACAgent
 from framework.agent import Agent, Health
-from framework.checkpointing import CheckpointStore
 from framework.loop import EnvironmentLoop, make_vector_env
 from framework.parts import networks
 from framework.parts.environments import make_env
@@ -32,6 +31,7 @@ from framework.parts.prioritized_replay import PrioritizedReplay
 from framework.parts.replay import UniformReplay
 from framework.parts.targets import CategoricalDoubleQLearningTarget
 from framework.parts.value_distribution import CategoricalSupport
+from framework.storage.checkpointing import CheckpointStore
 from tests.checkpoint_contents import assert_same_contents, saved_contents
 
 CARTPOLE = functools.partial(make_env, "CartPole-v1", max_episode_steps=20)

@@ -12,11 +12,11 @@ import tensorflow as tf
 import experiments
 from agents.ddpg import DDPGAgent
 from framework.agent import VectorStep
-from framework.event_reader import read_scalars
 from framework.parts import networks
 from framework.parts.exploration import GaussianNoise, OrnsteinUhlenbeckNoise
 from framework.parts.prioritized_replay import PrioritizedReplay
 from framework.parts.target_updaters import SoftUpdate
+from framework.storage.event_reader import read_scalars
 from tests.runs import train
 
 OBSERVATION_SPACE = gym.spaces.Box(-np.inf, np.inf, (1,), np.float32)

@@ -7,11 +7,11 @@ import tensorflow as tf
 
 from agents.dqn import DQNAgent
 from framework.agent import VectorStep
-from framework.event_reader import read_scalars
 from framework.loop import make_vector_env
 from framework.parts.environments import make_env
 from framework.parts.replay import FrameReplay
 from framework.parts.target_updaters import SoftUpdate
+from framework.storage.event_reader import read_scalars
 from tests.runs import train
 
 

@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 
 from agents.reinforce import discounted_returns
-from framework.event_reader import read_scalars
+from framework.storage.event_reader import read_scalars
 from tests.runs import train
 
 

@@ -10,7 +10,7 @@ import time
 import numpy as np
 import tensorflow as tf
 
-from framework.checkpointing import complete_steps
+from framework.storage.checkpointing import complete_steps
 
 REPO_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 

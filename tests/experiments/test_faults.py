@@ -11,9 +11,9 @@ import subprocess
 import pytest
 
 import experiments
-from framework import checkpointing
-from framework.checkpointing import complete_steps
-from framework.event_reader import read_scalars
+from framework.storage import checkpointing
+from framework.storage.checkpointing import complete_steps
+from framework.storage.event_reader import read_scalars
 
 BANDIT = ["gin_configs/reinforce/bandit.gin"]
 DQN = ["gin_configs/dqn/cartpole.gin"]

@@ -8,7 +8,7 @@ import time
 import numpy as np
 import pytest
 
-from framework.event_reader import read_scalars, read_tags
+from framework.storage.event_reader import read_scalars, read_tags
 from tests.experiments import cli
 
 PPO = [

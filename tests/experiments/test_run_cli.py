@@ -22,8 +22,8 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from framework.checkpointing import complete_steps
-from framework.event_reader import final_value, read_scalars, read_tags
+from framework.storage.checkpointing import complete_steps
+from framework.storage.event_reader import final_value, read_scalars, read_tags
 from tests.experiments.cli import assert_no_step_twice, steps_of
 
 REPO_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))

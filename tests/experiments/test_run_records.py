@@ -12,7 +12,7 @@ import pytest
 from tensorboard.plugins.hparams import plugin_data_pb2
 
 import experiments
-from framework.event_reader import read_events, read_scalars
+from framework.storage.event_reader import read_events, read_scalars
 from tests.experiments import cli
 
 BANDIT = ["gin_configs/reinforce/bandit.gin"]

@@ -10,8 +10,8 @@ import time
 
 import numpy as np
 
-from framework.checkpointing import complete_steps
-from framework.event_reader import read_scalars
+from framework.storage.checkpointing import complete_steps
+from framework.storage.event_reader import read_scalars
 from tests.experiments import cli
 
 GIN_FILE = "gin_configs/dqn/cartpole.gin"

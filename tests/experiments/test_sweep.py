@@ -19,8 +19,8 @@ import pytest
 from tensorboard.plugins.hparams import plugin_data_pb2
 
 from experiments import analyze, sweep
-from framework.checkpointing import complete_steps
-from framework.event_reader import read_events, read_scalars
+from framework.storage.checkpointing import complete_steps
+from framework.storage.event_reader import read_events, read_scalars
 from tests.experiments import cli
 
 BANDIT = "gin_configs/reinforce/bandit.gin"

@@ -11,8 +11,8 @@ import urllib.error
 import urllib.parse
 import urllib.request
 
-from framework.checkpointing import complete_steps
-from framework.event_reader import read_scalars
+from framework.storage.checkpointing import complete_steps
+from framework.storage.event_reader import read_scalars
 from tests.experiments import cli
 from tests.experiments.cli import steps_of
 

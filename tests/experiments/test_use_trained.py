@@ -16,9 +16,9 @@ import numpy as np
 import pytest
 
 import experiments
-from framework.event_reader import read_scalars
 from framework.export import export
-from framework.run_directory import RunDirectory
+from framework.storage.event_reader import read_scalars
+from framework.storage.run_directory import RunDirectory
 from tests.experiments import cli
 
 SHORT = ["Runner.eval_episodes = 2", "Runner.log_interval = 100"]

@@ -11,11 +11,11 @@ import pytest
 import tensorflow as tf
 
 from framework.agent import HEALTH_FIELDS, Health
-from framework.checkpointing import CheckpointStore
 from framework.drivers.gradient_halves import GlobalApply, WorkerGradients
 from framework.learner import Learner, UpdateGroup, copy_variables
 from framework.parts.gradient_processors import Accumulate, Chain, ClipByGlobalNorm
 from framework.parts.target_updaters import HardUpdate, SoftUpdate
+from framework.storage.checkpointing import CheckpointStore
 
 X, Y = [1.0, 2.0], [1.0, 1.0]
 

@@ -3,8 +3,8 @@
 import numpy as np
 import pytest
 
-from framework.checkpointing import complete_steps
-from framework.event_reader import read_scalars
+from framework.storage.checkpointing import complete_steps
+from framework.storage.event_reader import read_scalars
 from tests.experiments.cli import steps_of
 from tests.runs import train
 

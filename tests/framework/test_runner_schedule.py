@@ -8,10 +8,10 @@ import numpy as np
 import pytest
 
 from framework.agent import Agent, Health, State, VectorStep
-from framework.checkpointing import complete_steps
-from framework.event_reader import read_scalars
-from framework.run_directory import RunDirectory
 from framework.runner import NonFiniteError, Runner, Stopped
+from framework.storage.checkpointing import complete_steps
+from framework.storage.event_reader import read_scalars
+from framework.storage.run_directory import RunDirectory
 
 
 class CountingEnv(gym.Env):

@@ -10,12 +10,12 @@ import pytest
 
 from agents.a2c import A2CAgent
 from agents.dqn import DQNAgent
-from framework.checkpointing import CheckpointStore
 from framework.drivers import backends
 from framework.drivers.asynchronous import AsynchronousDriver
 from framework.drivers.driver import Driver, Seeds
 from framework.drivers.synchronous import SynchronousDriver
 from framework.parts.environments import make_env
+from framework.storage.checkpointing import CheckpointStore
 from tests.checkpoint_contents import assert_same_contents, saved_contents
 
 CARTPOLE = functools.partial(make_env, "CartPole-v1", max_episode_steps=30)

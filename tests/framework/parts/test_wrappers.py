@@ -11,10 +11,10 @@ import agents  # noqa: F401  (registers the agents the configs name)
 from framework import config
 from framework.drivers.driver import Seeds
 from framework.drivers.synchronous import SynchronousDriver
-from framework.event_reader import read_scalars
 from framework.parts.environments import make_env
 from framework.parts.wrappers import NormalizeObservation, NormalizeReward, share_statistics
 from framework.runner import Runner
+from framework.storage.event_reader import read_scalars
 from tests.runs import train
 
 DQN = ["gin_configs/dqn/cartpole.gin"]
@@ -146,7 +146,7 @@ def test_the_asynchronous_driver_refuses_normalisation(tmp_path):
         ["gin_configs/a3c/cartpole.gin"],
         ["make_env.wrappers = [@NormalizeObservation]", "AsynchronousDriver.backend = @RoundRobin"],
     )
-    from framework.run_directory import RunDirectory
+    from framework.storage.run_directory import RunDirectory
 
     with pytest.raises(ValueError, match="asynchronous driver's workers would each keep"):
         Runner(RunDirectory(str(tmp_path)))

@@ -7,7 +7,7 @@ step. A row is appended once its step is logged; a tag never seen before rewrite
 the wider header, atomically (`atomic_files`), so a kill leaves the old table or the new one. A
 resumed run keeps the rows up to the step it resumes from and drops the later ones, which it
 logs again, as its event files do (`summaries.supersede_events_after`); a row cut short by a
-kill is no row. Where the file goes is the run folder's decision (`framework/run_directory.py`).
+kill is no row. Where the file goes is the run folder's decision (`run_directory.py`).
 """
 
 import csv
@@ -17,7 +17,7 @@ from collections.abc import Mapping
 
 from absl import logging
 
-from framework import atomic_files
+from framework.storage import atomic_files
 
 STEP = "step"
 

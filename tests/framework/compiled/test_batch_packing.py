@@ -1,11 +1,11 @@
-"""Tests for framework/batch_packing.py: a batch crosses into a compiled call as one array."""
+"""framework/compiled/batch_packing.py: a batch crosses into a compiled call as one array."""
 
 import keras
 import numpy as np
 import pytest
 import tensorflow as tf
 
-from framework.batch_packing import PackedBatch
+from framework.compiled.batch_packing import PackedBatch
 from framework.learner import Learner, UpdateGroup
 
 SPEC = {  # DQN's shapes: [steps, batch, ...], the steps varying

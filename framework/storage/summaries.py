@@ -2,7 +2,7 @@
 
 The only code that writes event files. A run is one TensorBoard run: every tag of a start goes
 to one file in the run's folder, the tags namespaced (`train/`, `eval/`, `losses/`, ...), and
-where that folder is, is the run folder's decision (`framework/run_directory.py`).
+where that folder is, is the run folder's decision (`framework/storage/run_directory.py`).
 """
 
 import dataclasses
@@ -23,8 +23,8 @@ from tensorboard.plugins.hparams import plugin_data_pb2
 from tensorboard.plugins.scalar import metadata as scalar_metadata
 from tensorboard.plugins.text import summary_v2 as text_summary
 
-from framework import atomic_files
-from framework.event_reader import read_events
+from framework.storage import atomic_files
+from framework.storage.event_reader import read_events
 
 _PENDING_SUFFIX = ".pending"  # no "tfevents" in the name: TensorBoard ignores it
 # A sweep's records in a run's folder (its HParams columns, the run's result): the sweep's to

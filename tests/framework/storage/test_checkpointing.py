@@ -6,7 +6,7 @@ import os
 import pytest
 
 import experiments
-from framework.checkpointing import complete_steps
+from framework.storage.checkpointing import complete_steps
 from tests.runs import train
 
 BANDIT = ["gin_configs/reinforce/bandit.gin"]

@@ -5,8 +5,8 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
+from framework.compiled.packed_outputs import FlatLayout, PackedMetrics
 from framework.learner import Learner, UpdateGroup
-from framework.packed_outputs import FlatLayout, PackedMetrics
 
 
 def test_a_flattened_mapping_splits_back_into_its_values_and_shapes():

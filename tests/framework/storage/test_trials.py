@@ -8,8 +8,8 @@ import pytest
 import agents  # noqa: F401  (the key reads defaults from the registered parts)
 import experiments
 import framework.runner  # noqa: F401
-from framework.run_directory import RunDirectory
-from framework.trials import trial_of
+from framework.storage.run_directory import RunDirectory
+from framework.storage.trials import trial_of
 
 BASE = """
 Runner.agent = @DQNAgent

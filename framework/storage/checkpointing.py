@@ -32,8 +32,7 @@ import numpy as np
 import tensorflow as tf
 from absl import logging
 
-from framework import atomic_files
-from framework.learner import Learner
+from framework.storage import atomic_files
 
 # 3: the runner over a driver ("runner", "driver", "rngs"; A3C's state under the runner's).
 FORMAT_VERSION = 3
@@ -163,12 +162,15 @@ def _tf_checkpoint(trackables: dict[str, Any]) -> tf.train.Checkpoint:
     return tf.train.Checkpoint(state=trackables)
 
 
-def _configured_over_saved(checkpoint: tf.train.Checkpoint) -> None:
-    """Every restored learner takes its configured learning rates back (a constant rate is a
-    variable of its optimizer, so the restore brought the saved one): no agent has to remember."""
+def _call_restored_hooks(checkpoint: tf.train.Checkpoint) -> None:
+    """Calls `restored()` on every restored object that has one (a learner takes its configured
+    learning rates back: a constant rate is a variable of its optimizer, so the restore brought
+    the saved one), so no agent has to remember. Found by duck typing: the run folder knows
+    nothing of the update pipeline."""
     for trackable in tf.train.TrackableView(checkpoint).descendants():
-        if isinstance(trackable, Learner):
-            trackable.restored()
+        hook = getattr(trackable, "restored", None)
+        if callable(hook):
+            hook()
 
 
 def _write_arrays(path: str, arrays: dict[str, np.ndarray]) -> None:
@@ -390,7 +392,7 @@ class CheckpointStore:
                 status.assert_existing_objects_matched()
                 if partial:
                     status.expect_partial()  # the rest of the run's state stays unread
-                _configured_over_saved(checkpoint)
+                _call_restored_hooks(checkpoint)
             except Exception as error:
                 raise _Mismatched(f"{type(error).__name__}: {error}") from error
         return saved

@@ -7,7 +7,7 @@ update or a DQN update trained every environment step pays that once per call, t
 of times per run. `DirectCall` does what that path ends in, TensorFlow's eager `execute` of the
 function by name, with everything that does not change between calls worked out once.
 It reads a few of TensorFlow's internals (the function's runtime name and captured inputs, the
-eager `execute`), checked on TF 2.21: `tests/framework/test_direct_call.py` checks that it
+eager `execute`), checked on TF 2.21: `tests/framework/compiled/test_direct_call.py` checks that it
 computes what the ordinary call computes. `incompatibility()` makes the same check at start, so
 that a TensorFlow whose internals moved falls back to the ordinary call (`Learner.direct_call`
 turns it off by hand).

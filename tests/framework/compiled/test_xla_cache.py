@@ -2,15 +2,16 @@
 second run that loads the first run's program and computes the same numbers."""
 
 import os
+import pathlib
 import subprocess
 import sys
 
 from google.protobuf import descriptor_pb2
 
-from framework import xla_cache
-from framework.event_reader import read_scalars
+from framework.compiled import xla_cache
+from framework.storage.event_reader import read_scalars
 
-REPO_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+REPO_ROOT = str(pathlib.Path(__file__).resolve().parents[3])
 FLAG = "--tf_xla_persistent_cache_directory"
 
 

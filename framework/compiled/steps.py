@@ -2,7 +2,7 @@
 
 Crossing into TensorFlow costs about as much as a whole small-network step, so a learner's
 call runs `k` gradient steps (`repeat`, a `tf.while_loop` over a stack of `k` batches). Its
-batch crosses in as one packed array (`framework/batch_packing.py`) and it is called through
+batch crosses in as one packed array (`batch_packing.py`) and it is called through
 `DirectCall` where TensorFlow's internals allow (`TracedCall`). Under XLA a branch around each
 update costs ~20% of a 256x256 MLP step, so `StepCalls` can run a call optimistically: every step
 applies, and a call in which a step was non-finite is rolled back and run again guarded. None of
@@ -17,11 +17,8 @@ from typing import Any
 import tensorflow as tf
 from absl import logging
 
-from framework import direct_call
-from framework.agent import HEALTH_FIELDS
-from framework.batch_packing import PackedBatch
-
-_NONFINITE_STEPS = HEALTH_FIELDS.index("nonfinite_steps")
+from framework.compiled import direct_call
+from framework.compiled.batch_packing import PackedBatch
 
 
 def repeat(
@@ -119,7 +116,8 @@ class StepCalls:
     """A learner's training call, compiled, guarded or optimistic.
 
     `call(batches, optimistic)` runs the steps inside the compiled function and returns a tuple
-    whose second item is the health vector (`HEALTH_FIELDS`). An optimistic call (several steps
+    whose second item is the health vector, which counts the non-finite steps at
+    `nonfinite_index` (the agent's `HEALTH_FIELDS` say which). An optimistic call (several steps
     under XLA) applies every step; if any was non-finite, every variable in `state_variables()`
     is put back as it was before the call and the same steps run again, each one guarded.
     """
@@ -132,7 +130,10 @@ class StepCalls:
         jit_compile: bool,
         optimistic: bool,
         use_direct_call: bool,
+        nonfinite_index: int,
     ):
+        self._nonfinite_index = nonfinite_index
+
         def guarded(batches):
             return call(batches, False)
 
@@ -146,7 +147,7 @@ class StepCalls:
                     variable.assign(value)
                 return tf.constant(True)
 
-            tf.cond(outputs[1][_NONFINITE_STEPS] > 0, roll_back, lambda: tf.constant(False))
+            tf.cond(outputs[1][nonfinite_index] > 0, roll_back, lambda: tf.constant(False))
             return outputs
 
         compiled = dict(batch_spec=batch_spec, jit_compile=jit_compile)
@@ -160,7 +161,7 @@ class StepCalls:
     def __call__(self, batches: Any) -> tuple:
         if self._optimistic is not None and len(tf.nest.flatten(batches)[0]) > 1:
             outputs = self._optimistic(batches)
-            if outputs[1].numpy()[_NONFINITE_STEPS] == 0:
+            if outputs[1].numpy()[self._nonfinite_index] == 0:
                 return outputs
             # Rolled back: the same steps again, each one guarded.
         return self._guarded(batches)

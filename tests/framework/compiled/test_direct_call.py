@@ -7,9 +7,9 @@ import pytest
 import tensorflow as tf
 from tensorflow.python.eager import execute
 
-from framework import direct_call
 from framework.agent import HEALTH_FIELDS, Health
-from framework.direct_call import DirectCall
+from framework.compiled import direct_call
+from framework.compiled.direct_call import DirectCall
 from framework.learner import Learner, UpdateGroup
 
 

@@ -10,8 +10,8 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from framework import atomic_files, checkpointing
-from framework.checkpointing import FORMAT_VERSION, CheckpointError
+from framework.storage import atomic_files, checkpointing
+from framework.storage.checkpointing import FORMAT_VERSION, CheckpointError
 
 
 class _Counter(tf.Module):

@@ -5,8 +5,8 @@ import os
 
 import tensorflow as tf
 
-from framework.event_reader import read_events, read_scalars
-from framework.summaries import SummaryWriters, set_aside_events, supersede_events_after
+from framework.storage.event_reader import read_events, read_scalars
+from framework.storage.summaries import SummaryWriters, set_aside_events, supersede_events_after
 
 
 def _supersede(base_dir, step: int, *old_folders: str) -> None:

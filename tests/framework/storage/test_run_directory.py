@@ -8,10 +8,10 @@ import re
 import numpy as np
 import pytest
 
-from framework.atomic_files import atomic_path, atomic_write
-from framework.event_reader import read_events, read_scalars
-from framework.run_directory import RunDirectory, RunFolderBusyError
-from framework.summaries import SummaryWriters, write_event_file
+from framework.storage.atomic_files import atomic_path, atomic_write
+from framework.storage.event_reader import read_events, read_scalars
+from framework.storage.run_directory import RunDirectory, RunFolderBusyError
+from framework.storage.summaries import SummaryWriters, write_event_file
 
 
 def _log(base_dir, steps) -> None:

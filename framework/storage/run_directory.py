@@ -9,8 +9,8 @@ files, and the readers that analysis and sweeps use. Nothing else decides a path
                                     checkpoints differed from config.gin
       metadata.json                 {"starts": [...], "last_checkpoint": N}
       progress.csv                  the scalars of every log step as one table
-                                    (framework/progress_csv.py), continued across resumes
-      checkpoints/                  complete-or-ignored checkpoints (framework/checkpointing.py)
+                                    (progress_csv.py), continued across resumes
+      checkpoints/                  complete-or-ignored checkpoints (checkpointing.py)
       checkpoints/damaged/          damaged checkpoints, set aside, never deleted
       best/                         the best evaluation's policy alone (weights and observation
                                     statistics; no replay, no optimizer), outside the resume path
@@ -24,7 +24,7 @@ files, and the readers that analysis and sweeps use. Nothing else decides a path
       train/ eval/                  the event files of runs written before one TensorBoard run
                                     per training run: read as they are, merged on a resume
 
-Every file is written through `framework/atomic_files.py`: a crash or kill at any moment leaves
+Every file is written through `atomic_files.py`: a crash or kill at any moment leaves
 it either as it was or as it was meant to be.
 """
 
@@ -43,9 +43,9 @@ from typing import NamedTuple
 
 from absl import logging
 
-from framework import checkpointing, progress_csv, summaries, trials
-from framework.atomic_files import atomic_write
-from framework.event_reader import read_scalars
+from framework.storage import checkpointing, progress_csv, summaries, trials
+from framework.storage.atomic_files import atomic_write
+from framework.storage.event_reader import read_scalars
 
 _CONFIG = "config.gin"
 _CONFIG_CHANGES = "config-changes.diff"  # a start whose config the checkpoints did not fit
@@ -324,7 +324,7 @@ class RunDirectory:
         return starts[-1].get("started", "") if starts else ""
 
     def trial_key(self) -> str | None:
-        """The trial key of the latest start (`framework/trials.py`): as recorded, or from
+        """The trial key of the latest start (`framework/storage/trials.py`): as recorded, or from
         config.gin for a run that predates the record; None without either."""
         starts = self.starts()
         if starts and starts[-1].get("trial"):
