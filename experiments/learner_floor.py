@@ -6,7 +6,7 @@ online and target networks, Q-learning target, Huber loss, clipping by global no
 SAC: the critics on the soft target, the actor against them, the temperature, the targets'
 EMA (three Adams; the noise from a generator in the call, as the agent's). Both run on the same
 random batches in this process, one after the other, so the difference is what the learner's
-machinery costs (see README, Figures). `--in_loop_steps` also trains the config that long and
+machinery costs (docs/speed.md). `--in_loop_steps` also trains the config that long and
 reports the learner's time per gradient step inside the training loop (replay sampling and the
 call's overhead included, its first call's tracing and compilation not).
 

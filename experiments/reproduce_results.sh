@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The README's results: every shipped config except Pong (days on a CPU), swept over 5 seeds and
+# docs/results.md: every shipped config except Pong (days on a CPU), swept over 5 seeds and
 # analysed.
 #   bash experiments/reproduce_results.sh [results_dir]
 # Each config: results_dir/<family>_<config>/ (run folders, sweep.json) and its analysis/
