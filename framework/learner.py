@@ -79,17 +79,17 @@ class Learner(tf.Module):
     Args:
       groups: one `UpdateGroup` or several, run in this order within each step.
       jit_compile: compile the steps with XLA, for fixed-shape batches (XLA compiles once per
-        shape). It pays for MLPs on CPU: a batch-64 256x256 double-Q DQN step used ~470 us of
-        CPU time with it against ~650 us without (2-core machine, one thread), for a one-time
-        compile of a few seconds. Not for conv nets on CPU: XLA's CPU convolutions made a
-        batch-32 Nature-CNN step 513 ms against 19 ms. The CartPole DQN configs turn it on.
-      direct_call: call the traced steps through TensorFlow's eager `execute`, ~100-200 us
-        less per call than the ordinary call, with the same results
+        shape). It pays for MLPs on CPU: a 256x256 DQN step takes noticeably less CPU time,
+        for a one-time compile of a few seconds. Not for conv nets on CPU: XLA's CPU
+        convolutions make a Nature-CNN step tens of times slower (docs/speed.md). The CartPole
+        DQN configs turn it on.
+      direct_call: call the traced steps through TensorFlow's eager `execute`, cheaper per
+        call than the ordinary call by about a small network's step, with the same results
         (`framework/compiled/direct_call.py`); off by itself, with a warning, on a TensorFlow whose
         internals it does not know.
       batch_spec: `tf.TensorSpec`s of the stacked batches `run` takes, leading axis first.
       publish: variables whose values after each `run` come back with it, as numpy arrays in
-        `published`: an acting copy of the weights then costs no call of its own (~100-300 us).
+        `published`: an acting copy of the weights then costs no call of its own.
       loss_state: variables the losses themselves change (a `tf.random.Generator`'s `state`),
         restored with everything else when an optimistic call rolls back.
       prepare: turns the call's batches into the stack of step batches, inside the compiled
@@ -406,8 +406,8 @@ class Learner(tf.Module):
         return self._published
 
     def _set_published(self, values: list[np.ndarray] | None) -> None:
-        # Past tf.Module's attribute tracking, which would wrap the list for checkpointing at
-        # ~150 us a call: these are copies, never saved.
+        # Past tf.Module's attribute tracking, which would wrap the list for checkpointing on
+        # every call, at a cost (docs/speed.md): these are copies, never saved.
         object.__setattr__(self, "_published", values)
 
     @property

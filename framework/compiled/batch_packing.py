@@ -1,5 +1,6 @@
-"""A learner's batch as one float32 array: each argument of a compiled call costs ~25 us to bind,
-more than a small network's step, so a batch of five arrays crosses into TensorFlow as one.
+"""A learner's batch as one float32 array: binding each argument of a compiled call costs about as
+much as a small network's step (docs/speed.md), so a batch of five arrays crosses into
+TensorFlow as one.
 
 The arrays of a batch share their leading axes (e.g. `[steps, batch]`); the rest of each array is
 flattened onto one last axis, cast to float32, and the arrays are concatenated there. Inside the

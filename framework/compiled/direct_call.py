@@ -1,8 +1,8 @@
 """Calls a traced TensorFlow function with a fraction of `ConcreteFunction.__call__`'s overhead.
 
 A concrete function's Python call path (binding the arguments to its signature, converting
-them, flattening, the runtime-error context, packing the outputs) costs ~100 us of Python on
-this project's 2-core machines, where running a small compiled program costs ~35 us. An A2C
+them, flattening, the runtime-error context, packing the outputs) costs more Python time than
+running a small compiled program takes (docs/speed.md). An A2C
 update or a DQN update trained every environment step pays that once per call, tens of thousands
 of times per run. `DirectCall` does what that path ends in, TensorFlow's eager `execute` of the
 function by name, with everything that does not change between calls worked out once.
@@ -39,7 +39,7 @@ class DirectCall:
         outputs = function.structured_outputs
         if type(outputs) is tuple and all(isinstance(x, tf.Tensor) for x in outputs):
             # A flat tuple of tensors (a learner's call): `tf.nest.pack_sequence_as` would
-            # cost ~10 us a call only to give back the same tuple.
+            # cost time on every call only to give back the same tuple.
             self._pack = tuple
         else:
             self._pack = lambda flat: tf.nest.pack_sequence_as(outputs, flat)

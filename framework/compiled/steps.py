@@ -4,7 +4,7 @@ Crossing into TensorFlow costs about as much as a whole small-network step, so a
 call runs `k` gradient steps (`repeat`, a `tf.while_loop` over a stack of `k` batches). Its
 batch crosses in as one packed array (`batch_packing.py`) and it is called through
 `DirectCall` where TensorFlow's internals allow (`TracedCall`). Under XLA a branch around each
-update costs ~20% of a 256x256 MLP step, so `StepCalls` can run a call optimistically: every step
+update is costly (docs/speed.md), so `StepCalls` can run a call optimistically: every step
 applies, and a call in which a step was non-finite is rolled back and run again guarded. None of
 this changes what a step computes: `Learner.direct_call = False` and `jit_compile = False` give
 the same updates.
@@ -57,8 +57,8 @@ class TracedCall:
 
     With a spec the batch crosses as one packed array where it can, and the traced function is
     called directly (`direct_call`): `tf.function`'s dispatch and a concrete function's own
-    call path cost ~200 us a call, more than a small network's whole step. Without a spec it is
-    an ordinary `tf.function`, traced again for new shapes.
+    call path cost more per call than a small network's whole step (docs/speed.md). Without a
+    spec it is an ordinary `tf.function`, traced again for new shapes.
     """
 
     def __init__(
@@ -83,7 +83,7 @@ class TracedCall:
             input_signature=signature,
             reduce_retracing=signature is None,
             # The learner calls tf.cond and tf.while_loop itself: tracing it without AutoGraph
-            # saves ~1 s of start-up. A loss with Python `if`/`for` over tensors gets a
+            # saves start-up time. A loss with Python `if`/`for` over tensors gets a
             # TensorFlow error that says so; decorate it with `tf.function`, which converts it.
             autograph=False,
         )

@@ -1,8 +1,7 @@
 """XLA's compiled programs kept on disk, so that a run loads what an earlier run compiled.
 
 XLA compiles each learner call once per process, and on this project's CPUs that costs seconds
-(PPO's CartPole runs of 100k steps took 14.5-17.1 s compiling, 10.4-13.3 s loading; SAC's first
-call 6.5-9.5 s against 3.1-3.8 s) which the same config pays again in every run, every seed of a
+(docs/speed.md) which the same config pays again in every run, every seed of a
 sweep and every resume. TensorFlow can keep the programs in a folder
 (its flag `--tf_xla_persistent_cache_directory`), keyed by the program: a run whose program was
 compiled before loads that machine code, so its numbers are the same bit for bit. The programs

@@ -10,11 +10,11 @@ worker pulls before its next `work`:
     the same seed gives the same weights, bitwise, and a resumed run continues exactly.
   - `Threads` (the default): one thread per worker in this process. TensorFlow releases the
     GIL inside its ops, where a worker spends most of its time (a `WorkerGradients` call,
-    ~0.8-2 ms here, against ~35 us of Python per CartPole step), a pull copies the global
+    tens of CartPole steps' worth of Python; docs/speed.md), a pull copies the global
     variables in one compiled call, and nothing is pickled or started. On 2 cores threads,
     processes and Ray actors all reach about the same speed, since the cores are the limit;
     but threads start in under a second, where each process or actor first imports
-    TensorFlow and traces its functions (4-13 s for 1-4 workers). With more cores than the
+    TensorFlow and traces its functions (seconds). With more cores than the
     GIL can feed, `Processes` or `RayActors` win.
   - `Processes`: one spawned process per worker (each imports TensorFlow and parses the
     config again); gradients and parameters travel pickled. The workers ignore SIGINT and

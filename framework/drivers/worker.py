@@ -81,7 +81,7 @@ class Worker:
         (workers in the driver's process) or their values (sent to a remote worker)."""
         source = list(source)
         if isinstance(source[0], tf.Variable):
-            if self._copy_variables is None:  # captured, not passed: ~10x cheaper per call
+            if self._copy_variables is None:  # captured, not passed: many times cheaper per call
                 local = self.agent.shared_variables
                 self._copy_variables = tf.function(lambda: copy_variables(source, local))
             self._copy_variables()

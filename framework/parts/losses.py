@@ -66,7 +66,7 @@ class TDHuberLoss:
     ) -> tuple[tf.Tensor, dict[str, tf.Tensor]]:
         # Prediction minus target, as Keras and SB3 write it. `target - q` gives the same loss,
         # but the negation it adds to the backward pass made XLA's CPU runtime schedule a
-        # 256x256 DQN step ~25% slower (~505 against ~400 us on 2 cores, TF 2.21).
+        # 256x256 DQN step noticeably slower (docs/speed.md).
         td_error = q_selected - tf.stop_gradient(targets)  # [B]
         abs_error = tf.abs(td_error)
         quadratic = tf.minimum(abs_error, self.delta)

@@ -18,8 +18,7 @@ class ShuffledMinibatches:
 
     The order is drawn on the host from the agent's generator (`order`) and crosses into the
     call with the rollout, where `gather` cuts the minibatches: XLA's sort on this CPU cost
-    ~3 ms a call for 20 permutations of 256, more than the numpy permutations and the
-    whole rest of CartPole's update."""
+    more than the numpy permutations and the whole rest of CartPole's update (docs/speed.md)."""
 
     def __init__(self, n_epochs: int = 10, batch_size: int = 64):
         require_positive(self, n_epochs=n_epochs, batch_size=batch_size)

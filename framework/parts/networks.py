@@ -170,8 +170,8 @@ def nature_cnn(
 
 def _single_threaded_blas() -> None:
     """Caps numpy's OpenBLAS at one thread (process-wide, once). Its threads spin-wait for
-    work: an [8, 256] x [256, 256] product took 8 ms with them on a busy 2-core machine and
-    94 us without. What OPENBLAS_NUM_THREADS=1 does, after numpy was imported."""
+    work: on a busy 2-core machine they made acting's small products nearly a hundred times
+    slower (docs/speed.md). What OPENBLAS_NUM_THREADS=1 does, after numpy was imported."""
     global _BLAS_CAPPED
     if _BLAS_CAPPED:
         return
@@ -207,7 +207,7 @@ def _kernels_and_biases(layers: Sequence[keras.layers.Dense]) -> list[tf.Variabl
 class NumpyForward:
     """The forward pass of an `mlp` network in numpy, for acting at batch size 1.
 
-    A `tf.function` call costs ~200 us, while a small MLP in numpy takes ~10 us: acting from a
+    A `tf.function` call costs many times a small MLP in numpy (docs/speed.md): acting from a
     numpy copy of the weights, refreshed after each learner call, keeps TensorFlow out of the
     per-environment-step path. Use `NumpyForward.supports(model)` to decide. A categorical
     network's copy returns its Q-values (`q_values`), the expected values of its atoms.
@@ -641,7 +641,7 @@ class NumpyActorCriticForward:
         )
         if self.gaussian:
             self.variables.append(model.get_layer("log_std").log_std)
-        # One compiled read of every weight: a variable's `.numpy()` costs ~30 us each.
+        # One compiled read of every weight: a `.numpy()` per variable costs more in all.
         self._read = tf.function(lambda: [tf.identity(v) for v in self.variables])
         self.refresh()
 

@@ -10,10 +10,10 @@ steps the replay has seen (a schedule part, e.g. `LinearSchedule(0.4, 1.0, durat
 Stale priorities within a call: a replay agent draws all `k` batches of a learner call before
 it (`ReplayAgent.update`), and the errors come back after it, so the later batches of a call are
 drawn from priorities up to `k - 1` gradient steps old. This is accepted rather than training
-one step per call: a call costs ~200 us of crossing into TensorFlow, about a whole small step,
-and Ape-X (Horgan et al., 2018) learns well from priorities far staler than that. The README's
-results (dqn/cartpole_per.gin, dqn/cartpole_rainbow.gin, 128 steps a call) show that learning
-holds.
+one step per call: a call's crossing into TensorFlow costs about a whole small step
+(docs/speed.md), and Ape-X (Horgan et al., 2018) learns well from priorities far staler than
+that. The results in docs/results.md (dqn/cartpole_per.gin, dqn/cartpole_rainbow.gin, 128 steps
+a call) show that learning holds.
 """
 
 from __future__ import annotations

@@ -553,7 +553,7 @@ class FrameReplay(UniformReplay):
         packed = {2: np.uint16, 4: np.uint32, 8: np.uint64}.get(self._stack)
         if self._frame_dtype != np.uint8 or packed is None or not np.little_endian:
             return np.ascontiguousarray(np.moveaxis(frames, -3, -1))
-        # Moving the stack axis last is a strided copy, ~3x slower than packing the S bytes of
+        # Moving the stack axis last is a strided copy, much slower than packing the S bytes of
         # a pixel into one integer whose bytes are, little-endian, the stack in order.
         words = frames[..., 0, :, :].astype(packed)
         for s in range(1, self._stack):

@@ -53,8 +53,9 @@ def _reverse_recursion(step_terms: tf.Tensor, factors: tf.Tensor) -> tf.Tensor:
     """`x_t = step_terms_t + factors_t * x_{t+1}` from the last row back; `[T, N]`.
 
     Unrolled where T is short and known when traced (A2C's 5 rows): a loop op costs more than a
-    few rows of arithmetic. Longer rollouts loop: XLA took 3 s to compile 32 unrolled rows and
-    132 s for 256 (PPO's), against 0.5 s for the loop."""
+    few rows of arithmetic. Longer rollouts loop: XLA's compile time grows steeply with the
+    unrolled rows, to minutes for PPO's 256, where the loop compiles in under a second
+    (docs/speed.md)."""
     rows = step_terms.shape[0]
     if rows is not None and rows <= _UNROLLED_ROWS:
         following = tf.zeros_like(step_terms[0])

@@ -50,9 +50,9 @@ class SummaryWriters:
     """One event file in `folder`; tags are written as given.
 
     Every summary is TensorBoard's own proto (`scalar_pb`'s layout, `histogram_pb`, `text_pb`,
-    `hparams_pb`) appended by TF's record writer: `tf.summary`'s ops cost ~0.4 ms a tag eagerly
-    and ~3 ms a call compiled, more than a log step's worth of environment steps, against
-    ~10 us a tag here. `pending_scalars` holds points back until the next `scalars`, `flush`,
+    `hparams_pb`) appended by TF's record writer: `tf.summary`'s ops, eager or compiled, cost
+    more than a log step's worth of environment steps, tens of times what a tag costs here
+    (docs/speed.md). `pending_scalars` holds points back until the next `scalars`, `flush`,
     `sync` or `close`: per-episode points then cost a list append each.
     """
 
@@ -123,7 +123,7 @@ _file_ids = itertools.count()
 
 def _scalar_value(tag: str, value: float) -> summary_pb2.Summary.Value:
     """What TensorBoard's `scalar_pb` makes (a float32 scalar tensor), built directly: its
-    general tensor conversion costs ~45 us a tag."""
+    general tensor conversion costs several times a whole tag's write here (docs/speed.md)."""
     tensor = tensor_pb2.TensorProto(dtype=types_pb2.DT_FLOAT, float_val=[float(value)])
     tensor.tensor_shape.SetInParent()  # a scalar: a shape with no dimensions
     return summary_pb2.Summary.Value(tag=tag, metadata=_SCALAR_METADATA, tensor=tensor)
@@ -131,8 +131,8 @@ def _scalar_value(tag: str, value: float) -> summary_pb2.Summary.Value:
 
 class _EventFile:
     """One event file, named and begun as TensorFlow's writer does. TF's record writer rather
-    than TensorBoard's: its checksums are computed in C++ (TensorBoard's in Python, ~100 us a
-    record)."""
+    than TensorBoard's: its checksums are computed in C++ (TensorBoard's in Python, at several
+    times a whole tag's write here; docs/speed.md)."""
 
     def __init__(self, directory: str):
         os.makedirs(directory, exist_ok=True)
