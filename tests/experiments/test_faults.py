@@ -86,20 +86,16 @@ BAD_CONFIGS = {
         ["make_env.env_kwargs = {'bogus': 1}"],
         ["unexpected keyword argument 'bogus'"],
     ),
-    "old_a3c_vocabulary": (
+    # A3C's spellings before the one runner are unknown names like any other.
+    "a3c_as_a_configurable": (
         A3C,
         ["A3C.num_workers = 2"],
-        ["A3C.num_workers is an old spelling", "write AsynchronousDriver.num_workers"],
+        ["No configurable matching 'A3C'", "A3C.num_workers = 2"],
     ),
-    "old_a3c_driver": (
+    "a3c_as_a_reference": (
         A3C,
         ["runner_class.runner = @A3C"],
-        ["runner_class.runner is an old spelling", "write Runner.driver = @AsynchronousDriver"],
-    ),
-    "old_a3c_reference": (
-        A3C,
-        ["Runner.driver = @A3C"],
-        ["@A3C is an old spelling", "write @AsynchronousDriver."],
+        ["No configurable matching reference '@A3C'", "runner_class.runner = @A3C"],
     ),
     "num_envs_under_the_asynchronous_driver": (
         A3C,
