@@ -202,6 +202,19 @@ def test_a_lock_file_that_is_a_folder_is_named(tmp_path):
     assert f"rmdir {tmp_path / '.lock'}" in str(raised.value)
 
 
+def test_a_run_folder_of_the_retired_layout_is_one_paragraph_and_left_as_it_was(tmp_path):
+    (tmp_path / "train").mkdir()  # one TensorBoard run per split kept event files there
+    (tmp_path / "train" / "events.out.tfevents.x").write_bytes(b"events")
+    with pytest.raises(experiments.RunError) as raised:
+        experiments.train(BANDIT, TINY, str(tmp_path))
+    message = str(raised.value)
+    assert "\n" not in message
+    assert message.startswith(f"{tmp_path} is a run folder of the retired layout, one TensorBoard")
+    assert f"(mv -n {tmp_path / 'train'}/events.out.tfevents.* {tmp_path}/)" in message
+    assert os.listdir(tmp_path) == ["train"]  # not even a lock file
+    assert (tmp_path / "train" / "events.out.tfevents.x").read_bytes() == b"events"
+
+
 def test_overriding_across_sources_stays_legal_and_is_logged(tmp_path, caplog):
     caplog.set_level("INFO")
     prepared = experiments.build(BANDIT, ["Runner.num_steps = 50"], str(tmp_path), seed=9)
