@@ -171,10 +171,14 @@ def load(paths: Sequence[str], finished_only: bool = True) -> tuple[list[Run], l
 
 
 def _read_run(folder: str, name: str, seed: int | None, values: dict) -> Run:
-    from framework.storage.run_directory import RunDirectory
+    from framework.storage.run_directory import RunDirectory, RunFolderError
 
     run_folder = RunDirectory(folder)
     config = run_folder.read_config() or ""
+    try:
+        scalars = run_folder.scalars()
+    except RunFolderError as error:  # a retired layout: its paragraph says what to do
+        raise RunError(str(error)) from None
     return Run(
         name=os.path.basename(folder),
         trial=name,
@@ -182,7 +186,7 @@ def _read_run(folder: str, name: str, seed: int | None, values: dict) -> Run:
         folder=folder,
         config=config,
         values=values,
-        scalars=run_folder.scalars(),
+        scalars=scalars,
         key=run_folder.trial_key(),
         started=run_folder.started(),
     )

@@ -63,40 +63,9 @@ def _registered_names() -> list[str]:
     return sorted(names)
 
 
-# Before the one runner, A3C had a driver of its own with its own vocabulary.
-_TO_RUNNER = ("agent", "env_factory", "num_steps", "eval_interval", "eval_episodes")
-_TO_RUNNER += ("checkpoint_interval", "max_checkpoints_to_keep", "log_interval", "seed")
-_TO_DRIVER = ("num_workers", "envs_per_worker", "backend", "optimizer")
-RENAMED = {
-    "runner_class.runner": "Runner.driver = @AsynchronousDriver (or nothing, for the "
-    "synchronous driver)",
-    "@A3C": "@AsynchronousDriver",
-    **{f"A3C.{name}": f"Runner.{name}" for name in _TO_RUNNER},
-    **{f"A3C.{name}": f"AsynchronousDriver.{name}" for name in _TO_DRIVER},
-}
-
-
-def _renamed(message: str) -> str | None:
-    """One paragraph giving the new spelling of an old A3C binding, if `message` is about one."""
-    if not re.search(r"No configurable matching (?:reference )?'@?(A3C|runner_class)'", message):
-        return None
-    binding = re.search(r"\b(A3C\.\w+|runner_class\.runner)\b", message)
-    old = binding.group(1) if binding else "@A3C"
-    new = RENAMED.get(old, "its new name below")
-    return (
-        f"{old} is an old spelling: A3C's workers are now a driver under the one runner, so "
-        f"write {new}. Every old A3C binding has a new name: runner_class.runner = @A3C is "
-        f"Runner.driver = @AsynchronousDriver; A3C.{{{', '.join(_TO_RUNNER)}}} are Runner's; "
-        f"A3C.{{{', '.join(_TO_DRIVER)}}} are AsynchronousDriver's ({' '.join(message.split())})."
-    )
-
-
 def _explain(error: Exception) -> str:
     """gin's message, plus close matches for an unknown configurable or parameter."""
     message = str(error).strip()
-    renamed = _renamed(message)
-    if renamed:
-        return renamed
     hint = ""
     unknown = re.search(r"No configurable matching (?:reference )?'@?([\w./]+?)(?:\(\))?'", message)
     if unknown:

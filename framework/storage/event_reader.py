@@ -3,7 +3,6 @@
 import glob
 import os
 import struct
-from collections.abc import Sequence
 
 import numpy as np
 import tensorflow as tf
@@ -38,18 +37,11 @@ def read_events(path: str) -> tuple[list[event_pb2.Event], bool]:
     return events, True
 
 
-def read_scalars(
-    run_dir: str, tags: set[str] | None = None, skip_folders: Sequence[str] = ()
-) -> dict[str, list[tuple[int, float]]]:
-    """Every scalar under `run_dir` (its own event files and any below, as runs of the older
-    layout keep them, but not those under its `skip_folders`), or those of `tags`, as
-    tag -> [(step, value)] in file order."""
+def read_scalars(run_dir: str, tags: set[str] | None = None) -> dict[str, list[tuple[int, float]]]:
+    """Every scalar of `run_dir`'s own event files (one TensorBoard run: not those of folders
+    below it), or those of `tags`, as tag -> [(step, value)] in file order."""
     scalars: dict[str, list[tuple[int, float]]] = {}
-    paths = sorted(glob.glob(os.path.join(run_dir, "**", "*tfevents*"), recursive=True))
-    skipped = tuple(os.path.join(run_dir, folder) + os.sep for folder in skip_folders)
-    for path in paths:
-        if skipped and path.startswith(skipped):
-            continue
+    for path in _event_files(run_dir):
         for event in read_events(path)[0]:
             for value in event.summary.value:
                 if value.metadata.plugin_data.plugin_name != "scalars":
@@ -62,12 +54,17 @@ def read_scalars(
 
 
 def read_tags(run_dir: str) -> set[str]:
-    """Every summary tag (scalars, histograms, text) under `run_dir`."""
+    """Every summary tag (scalars, histograms, text) of `run_dir`'s own event files."""
     tags = set()
-    for path in glob.glob(os.path.join(run_dir, "**", "*tfevents*"), recursive=True):
+    for path in _event_files(run_dir):
         for event in read_events(path)[0]:
             tags.update(value.tag for value in event.summary.value)
     return tags
+
+
+def _event_files(run_dir: str) -> list[str]:
+    """The event files in `run_dir` itself, in name order (TensorBoard's)."""
+    return sorted(glob.glob(os.path.join(glob.escape(os.fspath(run_dir)), "*tfevents*")))
 
 
 def final_value(scalars: dict[str, list[tuple[int, float]]], tag: str) -> float:

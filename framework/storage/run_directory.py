@@ -21,8 +21,9 @@ files, and the readers that analysis and sweeps use. Nothing else decides a path
                                     resumes, and its HParams session
       events.out.tfevents.9999999999.sweep   a sweep's record: its HParams columns, the result
       discarded/                    event files and checkpoints set aside, never deleted
-      train/ eval/                  the event files of runs written before one TensorBoard run
-                                    per training run: read as they are, merged on a resume
+
+A folder of the retired layout (one TensorBoard run per split: event files in train/ and eval/)
+is refused, untouched, by a start (`lock`) and by the analysis (`scalars`).
 
 Every file is written through `atomic_files.py`: a crash or kill at any moment leaves
 it either as it was or as it was meant to be.
@@ -37,6 +38,7 @@ import fcntl
 import glob
 import json
 import os
+import shlex
 import time
 from collections.abc import Iterator, Sequence
 from typing import NamedTuple
@@ -54,7 +56,7 @@ _LOCK = ".lock"
 # Sorts after the run's own event files: TensorBoard reads a folder's files in name order.
 _RESULT_EVENTS = f"events.out.tfevents.9999999999{summaries.SWEEP_SUFFIX}"
 EVAL_RETURN = "eval/episode_return"
-_OLD_EVENT_FOLDERS = ("train", "eval")  # a TensorBoard run per split, before one per run
+_RETIRED_EVENT_FOLDERS = ("train", "eval")  # one TensorBoard run per split: refused
 _BEST = "best"
 _PROGRESS = "progress.csv"
 _EVALUATIONS = "evaluations"
@@ -74,7 +76,8 @@ class RunFolderBusyError(RuntimeError):
 
 
 class RunFolderError(OSError):
-    """The run folder cannot be created or written; the message names it and why."""
+    """The run folder cannot be created, written or used as it is; the message names it, why,
+    and what to do."""
 
 
 class DamagedRecordError(ValueError):
@@ -96,11 +99,17 @@ def _reason(error: OSError) -> str:
     return f"{reason} ({error.filename})" if error.filename else reason
 
 
+def _holds_event_files(folder: str) -> bool:
+    return os.path.isdir(folder) and any(
+        name.startswith("events.out.tfevents.") for name in os.listdir(folder)
+    )
+
+
 class RunDirectory:
     """Everything a run keeps under `base_dir`. Building one touches nothing on disk."""
 
     # what it holds
-    FOLDERS = frozenset({"checkpoints", "discarded", _BEST, _EVALUATIONS, *_OLD_EVENT_FOLDERS})
+    FOLDERS = frozenset({"checkpoints", "discarded", _BEST, _EVALUATIONS})
 
     def __init__(self, base_dir: str):
         self.base_dir = base_dir
@@ -122,8 +131,9 @@ class RunDirectory:
         """Holds the folder for this process: two processes must never train into one folder.
 
         The lock belongs to an open file (flock), so the kernel releases it when the process
-        dies, however it dies.
+        dies, however it dies. A folder of the retired layout is refused before anything is made.
         """
+        self._refuse_retired_layout()
         lock_path = os.path.join(self.base_dir, _LOCK)
         try:
             os.makedirs(self.base_dir, exist_ok=True)
@@ -258,14 +268,11 @@ class RunDirectory:
         a start from scratch (None) sets every earlier event file aside instead and writes the
         run's `texts` and HParams session (a resumed run keeps those of its start).
         """
-        folders = [self.base_dir, *self._old_event_folders()]
         if resumed_step is not None:
             damaged = os.path.join(self.base_dir, "discarded", "damaged")
-            summaries.supersede_events_after(folders, resumed_step, damaged)
-            self._remove_old_event_folders(merged=True)
+            summaries.supersede_events_after(self.base_dir, resumed_step, damaged)
             return summaries.SummaryWriters(self.base_dir)
-        summaries.set_aside_events(folders, self._discarded())
-        self._remove_old_event_folders(merged=False)
+        summaries.set_aside_events(self.base_dir, self._discarded())
         writers = summaries.SummaryWriters(self.base_dir)
         for name, text in (texts or {}).items():
             writers.text(name, text)
@@ -333,13 +340,14 @@ class RunDirectory:
         return None if config is None else trials.trial_of(config).key
 
     def scalars(self) -> dict[str, list[tuple[int, float]]]:
-        """Every scalar the run logged, as tag -> [(step, value)] (not `evaluate --log`'s)."""
-        return read_scalars(self.base_dir, skip_folders=(_EVALUATIONS,))
+        """Every scalar the run logged, as tag -> [(step, value)] (not `evaluate --log`'s).
+        Raises RunFolderError for a folder of the retired layout, whose curves it cannot give."""
+        self._refuse_retired_layout()
+        return read_scalars(self.base_dir)
 
     def eval_curve(self) -> list[tuple[int, float]]:
         """The evaluation return at each step it was taken, in step order."""
-        scalars = read_scalars(self.base_dir, tags={EVAL_RETURN}, skip_folders=(_EVALUATIONS,))
-        return sorted(scalars.get(EVAL_RETURN, []))
+        return sorted(read_scalars(self.base_dir, tags={EVAL_RETURN}).get(EVAL_RETURN, []))
 
     def best(self) -> dict | None:
         """The best evaluation's step, return and snapshot (read from the snapshot), or None."""
@@ -431,26 +439,22 @@ class RunDirectory:
 
     # ----- the layout ------------------------------------------------------------------------
 
-    def _old_event_folders(self) -> list[str]:
-        """The folders of the older layout that still hold event files (or a merge of them)."""
-        folders = [os.path.join(self.base_dir, name) for name in _OLD_EVENT_FOLDERS]
-        return [folder for folder in folders if glob.glob(os.path.join(folder, "*events*"))]
-
-    def _remove_old_event_folders(self, merged: bool) -> None:
-        """Once their events are merged (or set aside: `merged` False), the older layout's
-        folders go; said once."""
-        emptied = []
-        for name in _OLD_EVENT_FOLDERS:
-            folder = os.path.join(self.base_dir, name)
-            if os.path.isdir(folder) and not os.listdir(folder):
-                os.rmdir(folder)
-                emptied.append(name)
-        if emptied and merged:
-            logging.info(
-                "Merged the event files of %s into the run folder itself: a run is one "
-                "TensorBoard run from now on, its tags keeping their namespaces.",
-                " and ".join(f"{name}/" for name in emptied),
-            )
+    def _refuse_retired_layout(self) -> None:
+        """Raises RunFolderError, changing nothing, where event files lie in train/ or eval/:
+        the layout of one TensorBoard run per split, which is neither read nor continued."""
+        folders = [os.path.join(self.base_dir, name) for name in _RETIRED_EVENT_FOLDERS]
+        held = [folder for folder in folders if _holds_event_files(folder)]
+        if not held:
+            return
+        sources = " ".join(f"{shlex.quote(folder)}/events.out.tfevents.*" for folder in held)
+        raise RunFolderError(
+            f"{self.base_dir} is a run folder of the retired layout, one TensorBoard run per "
+            f"split: event files in {' and '.join(held)}, where a run now keeps them in its "
+            "folder itself. Nothing was changed. Move them up into the run folder (mv -n "
+            f"{sources} {shlex.quote(self.base_dir)}/) and the run reads, and resumes from its "
+            "checkpoints, as one TensorBoard run (TensorBoard's HParams dashboard then shows its "
+            "hyperparameters without its metrics); or train it again in a fresh --base_dir."
+        )
 
     def evaluation_log_dir(self, label: str) -> str:
         """A new folder for one `experiments.evaluate --log`: its own TensorBoard run, which

@@ -18,8 +18,6 @@ from absl import logging
 from tensorboard.compat.proto import event_pb2, summary_pb2, tensor_pb2, types_pb2
 from tensorboard.plugins.histogram import summary_v2 as histogram_summary
 from tensorboard.plugins.hparams import api as hp
-from tensorboard.plugins.hparams import metadata as hp_metadata
-from tensorboard.plugins.hparams import plugin_data_pb2
 from tensorboard.plugins.scalar import metadata as scalar_metadata
 from tensorboard.plugins.text import summary_v2 as text_summary
 
@@ -171,15 +169,15 @@ def write_event_file(path: str, summaries: Sequence[tuple[int, summary_pb2.Summa
             records.write(event.SerializeToString())
 
 
-def set_aside_events(folders: Sequence[str], target: str) -> None:
+def set_aside_events(folder: str, target: str) -> None:
     """A run starting from scratch in a folder with event files (an earlier start that never
-    completed a checkpoint, or a reused folder) moves those of `folders` to `target`, not away,
-    renamed so that neither TensorBoard nor an event reader takes them for a run's events."""
-    originals = [path for folder in folders for path in _event_files(folder)]
+    completed a checkpoint, or a reused folder) moves them to `target`, not away, renamed so
+    that neither TensorBoard nor an event reader takes them for a run's events."""
+    originals = _event_files(folder)
     if not originals:
         return
     for path in originals:
-        _set_aside(path, os.path.join(target, _relative_folder(path, folders[0])))
+        _set_aside(path, target)
     logging.warning("Starting afresh: moved the earlier event files to %s.", target)
 
 
@@ -189,12 +187,6 @@ def _event_files(folder: str) -> list[str]:
     return sorted(path for path in paths if not path.endswith(SWEEP_SUFFIX))
 
 
-def _relative_folder(path: str, top: str) -> str:
-    """Where `path`'s folder lies below `top` ("" for `top` itself), to keep it apart."""
-    relative = os.path.relpath(os.path.dirname(path), top)
-    return "" if relative == "." else relative
-
-
 def _set_aside(path: str, folder: str) -> None:
     """Moves an event file into `folder`, its name no longer matching `*tfevents*`."""
     os.makedirs(folder, exist_ok=True)
@@ -202,31 +194,28 @@ def _set_aside(path: str, folder: str) -> None:
     os.replace(path, os.path.join(folder, name))
 
 
-def supersede_events_after(folders: Sequence[str], step: int, damaged: str) -> None:
-    """Merges the event files of `folders` into one file in `folders[0]`, without any event
-    with a step after `step`, the step a run resumes from.
+def supersede_events_after(folder: str, step: int, damaged: str) -> None:
+    """Merges the event files of `folder` into one, without any event with a step after
+    `step`, the step a run resumes from.
 
     What a killed run logged after its last checkpoint is logged again by the resumed run, so
-    keeping it would give TensorBoard (and the analysis) two values at the same step. The other
-    folders are those of an older layout (a TensorBoard run per split), merged in on the way.
-    The merged file is written atomically under a pending name (the commit point:
+    keeping it would give TensorBoard (and the analysis) two values at the same step. The
+    merged file is written atomically under a pending name (the commit point:
     `atomic_files.atomic_path`); only then are the old files removed and the pending one named
     as an event file. A crash at any point leaves either the old files or the complete merged
     copy, never neither. A file with a damaged record (not just a torn end) is moved to
     `damaged`, never deleted.
     """
-    top = folders[0]
-    for folder in folders:  # a merge committed by an earlier start that stopped right after
-        _complete_committed_merge(folder)
-    pending = os.path.join(top, f"events.merged{_PENDING_SUFFIX}")
-    final = os.path.join(top, f"events.out.tfevents.{step:012d}.resumed")
-    originals = [path for folder in folders for path in _event_files(folder)]
+    _complete_committed_merge(folder)  # by an earlier start that stopped right after
+    pending = os.path.join(folder, f"events.merged{_PENDING_SUFFIX}")
+    final = os.path.join(folder, f"events.out.tfevents.{step:012d}.resumed")
+    originals = _event_files(folder)
     if not originals:
         return
     kept, unreadable = [], []
     for path in originals:
         events, intact = read_events(path)
-        kept += [_in_one_run(e) for e in events if e.step <= step or e.HasField("file_version")]
+        kept += [e for e in events if e.step <= step or e.HasField("file_version")]
         if not intact:
             unreadable.append(path)
     kept.sort(key=lambda event: (event.step, event.wall_time))
@@ -243,7 +232,7 @@ def supersede_events_after(folders: Sequence[str], step: int, damaged: str) -> N
             writer.write(event.SerializeToString())
     for path in originals:
         if path in unreadable:
-            _set_aside(path, os.path.join(damaged, _relative_folder(path, top)))
+            _set_aside(path, damaged)
         else:
             os.remove(path)
     os.replace(pending, final)
@@ -251,27 +240,10 @@ def supersede_events_after(folders: Sequence[str], step: int, damaged: str) -> N
 
 def _complete_committed_merge(folder: str) -> None:
     """A pending merged file is the commit point: the files it replaces go, it takes their
-    place (the previous layout merged each split's folder on its own, so any folder may hold
-    one)."""
+    place."""
     pending = os.path.join(folder, f"events.merged{_PENDING_SUFFIX}")
     if not os.path.exists(pending):
         return
     for path in _event_files(folder):
         os.remove(path)
     os.replace(pending, os.path.join(folder, "events.out.tfevents.000000000000.resumed"))
-
-
-def _in_one_run(event: event_pb2.Event) -> event_pb2.Event:
-    """An event as one run per training run has it: an HParams experiment of the previous
-    layout looked for its metrics in the run's eval/ folder (`group="eval"`), now the run's
-    own."""
-    for value in event.summary.value:
-        if value.metadata.plugin_data.plugin_name != hp_metadata.PLUGIN_NAME:
-            continue
-        data = plugin_data_pb2.HParamsPluginData.FromString(value.metadata.plugin_data.content)
-        if not data.HasField("experiment"):
-            continue
-        for info in data.experiment.metric_infos:
-            info.name.group = ""
-        value.metadata.plugin_data.content = data.SerializeToString()
-    return event

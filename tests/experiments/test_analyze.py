@@ -72,23 +72,20 @@ def test_probability_of_improvement():
 
 
 def _write_run(folder, seed, eval_curve, speeds, config="", started=None):
-    """A run folder as the runner left it before one TensorBoard run per training run:
-    config.gin, metadata.json, eval/ and train/ (analysis reads both layouts)."""
+    """A run folder as the runner leaves it: config.gin, metadata.json and its event file."""
     os.makedirs(folder)
     with open(os.path.join(folder, "config.gin"), "w") as f:
         f.write(f"make_env.env_id = 'CartPole-v1'\nRunner.seed = {seed}\n{config}")
     start = {"seed": str(seed), "resumed_from_step": None}
     with open(os.path.join(folder, "metadata.json"), "w") as f:
         f.write(json.dumps({"starts": [{**start, **({"started": started} if started else {})}]}))
-    for split, tag, points in (
-        ("eval", "eval/episode_return", eval_curve),
-        ("train", "train/steps_per_second", speeds),
-    ):
-        writer = tf.summary.create_file_writer(os.path.join(folder, split))
-        with writer.as_default():
+    writer = tf.summary.create_file_writer(str(folder))
+    curves = {"eval/episode_return": eval_curve, "train/steps_per_second": speeds}
+    with writer.as_default():
+        for tag, points in curves.items():
             for step, value in points:
                 tf.summary.scalar(tag, value, step=step)
-        writer.close()
+    writer.close()
 
 
 def test_the_analysis_of_two_configs_matches_hand_computed_numbers(tmp_path):
@@ -161,6 +158,18 @@ def test_runs_are_trials_by_their_config_not_their_folders_and_a_seed_counts_onc
     )
     listing = analyze.membership(result.runs)
     assert f"{short} (2 runs): dqn_cartpole_seed0_20261125-110000-000001 (seed 0), " in listing
+
+
+def test_a_run_folder_of_the_retired_layout_stops_the_analysis_in_its_paragraph(tmp_path):
+    _write_run(tmp_path / "runs" / "new", 0, [(1000, 10.0)], [(1000, 1000.0)])
+    _write_run(tmp_path / "runs" / "old", 1, [(1000, 10.0)], [(1000, 1000.0)])
+    (tmp_path / "runs" / "old" / "eval").mkdir()
+    (tmp_path / "runs" / "old" / "eval" / "events.out.tfevents.x").write_bytes(b"")
+    with pytest.raises(RunError) as raised:
+        analyze.load([str(tmp_path / "runs")])
+    assert str(raised.value).startswith(
+        f"{tmp_path / 'runs' / 'old'} is a run folder of the retired layout, one TensorBoard run "
+    )
 
 
 @pytest.mark.parametrize(

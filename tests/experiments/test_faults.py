@@ -86,20 +86,16 @@ BAD_CONFIGS = {
         ["make_env.env_kwargs = {'bogus': 1}"],
         ["unexpected keyword argument 'bogus'"],
     ),
-    "old_a3c_vocabulary": (
+    # A3C's spellings before the one runner are unknown names like any other.
+    "a3c_as_a_configurable": (
         A3C,
         ["A3C.num_workers = 2"],
-        ["A3C.num_workers is an old spelling", "write AsynchronousDriver.num_workers"],
+        ["No configurable matching 'A3C'", "A3C.num_workers = 2"],
     ),
-    "old_a3c_driver": (
+    "a3c_as_a_reference": (
         A3C,
         ["runner_class.runner = @A3C"],
-        ["runner_class.runner is an old spelling", "write Runner.driver = @AsynchronousDriver"],
-    ),
-    "old_a3c_reference": (
-        A3C,
-        ["Runner.driver = @A3C"],
-        ["@A3C is an old spelling", "write @AsynchronousDriver."],
+        ["No configurable matching reference '@A3C'", "runner_class.runner = @A3C"],
     ),
     "num_envs_under_the_asynchronous_driver": (
         A3C,
@@ -204,6 +200,19 @@ def test_a_lock_file_that_is_a_folder_is_named(tmp_path):
     with pytest.raises(experiments.RunError, match=r"lock file .*\.lock is a folder") as raised:
         experiments.train(BANDIT, TINY, str(tmp_path))
     assert f"rmdir {tmp_path / '.lock'}" in str(raised.value)
+
+
+def test_a_run_folder_of_the_retired_layout_is_one_paragraph_and_left_as_it_was(tmp_path):
+    (tmp_path / "train").mkdir()  # one TensorBoard run per split kept event files there
+    (tmp_path / "train" / "events.out.tfevents.x").write_bytes(b"events")
+    with pytest.raises(experiments.RunError) as raised:
+        experiments.train(BANDIT, TINY, str(tmp_path))
+    message = str(raised.value)
+    assert "\n" not in message
+    assert message.startswith(f"{tmp_path} is a run folder of the retired layout, one TensorBoard")
+    assert f"(mv -n {tmp_path / 'train'}/events.out.tfevents.* {tmp_path}/)" in message
+    assert os.listdir(tmp_path) == ["train"]  # not even a lock file
+    assert (tmp_path / "train" / "events.out.tfevents.x").read_bytes() == b"events"
 
 
 def test_overriding_across_sources_stays_legal_and_is_logged(tmp_path, caplog):

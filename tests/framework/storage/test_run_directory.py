@@ -4,14 +4,15 @@ import glob
 import json
 import os
 import re
+import subprocess
 
 import numpy as np
 import pytest
 
 from framework.storage.atomic_files import atomic_path, atomic_write
-from framework.storage.event_reader import read_events, read_scalars
-from framework.storage.run_directory import RunDirectory, RunFolderBusyError
-from framework.storage.summaries import SummaryWriters, write_event_file
+from framework.storage.event_reader import read_scalars
+from framework.storage.run_directory import RunDirectory, RunFolderBusyError, RunFolderError
+from framework.storage.summaries import SummaryWriters
 
 
 def _log(base_dir, steps) -> None:
@@ -129,47 +130,37 @@ def test_open_writers_on_resume_supersedes_later_steps(tmp_path):
     assert len(glob.glob(str(tmp_path / "*tfevents*"))) == 2  # merged, and the new start's
 
 
-def test_a_run_of_the_older_layout_resumes_into_one_tensorboard_run(tmp_path, caplog):
+def _files(folder) -> dict[str, int]:
+    """Every file below `folder`, with its size."""
+    return {str(p.relative_to(folder)): p.stat().st_size for p in folder.rglob("*") if p.is_file()}
+
+
+def test_a_folder_of_the_retired_layout_is_refused_untouched_until_its_events_move_up(tmp_path):
+    """One TensorBoard run per split kept a run's event files in train/ and eval/."""
+    run = tmp_path / "run"
     for split, tag in (("train", "train/x"), ("eval", "eval/episode_return")):
-        writers = SummaryWriters(str(tmp_path / split))
+        writers = SummaryWriters(str(run / split))
         for step in range(1, 11):
             writers.scalars(step, {tag: float(step)})
         writers.close()
-    (tmp_path / "config.gin").write_text("Runner.num_steps = 10\n")  # as every run has
-    run = RunDirectory(str(tmp_path))
-    assert run.eval_curve()[-1] == (10, 10.0) and run.holds_run(str(tmp_path))  # read as is
-    caplog.set_level("INFO")
-    run.open_writers(5).close()
-    assert not (tmp_path / "train").exists() and not (tmp_path / "eval").exists()
-    assert "Merged the event files of train/ and eval/" in caplog.text
-    scalars = read_scalars(str(tmp_path))
-    assert [s for s, _ in scalars["train/x"]] == [1, 2, 3, 4, 5]
-    assert run.eval_curve() == [(step, float(step)) for step in range(1, 6)]
-
-
-def test_a_migrated_runs_hparams_metrics_are_its_own(tmp_path):
-    """The older layout's HParams experiment looked for its metrics in the run's eval/ run."""
-    from tensorboard.plugins.hparams import api as hp
-    from tensorboard.plugins.hparams import plugin_data_pb2
-
-    experiment = hp.hparams_config_pb(
-        hparams=[hp.HParam("Adam.learning_rate")],
-        metrics=[hp.Metric("eval/episode_return", group="eval")],
-    )
-    write_event_file(str(tmp_path / "events.out.tfevents.1.old.v2"), [(0, experiment)])
-    SummaryWriters(str(tmp_path / "eval")).close()  # an eval/ run, as the older layout had
-    RunDirectory(str(tmp_path)).open_writers(5).close()
-    groups = [
-        info.name.group
-        for path in glob.glob(str(tmp_path / "*tfevents*"))
-        for event in read_events(path)[0]
-        for value in event.summary.value
-        if value.metadata.plugin_data.plugin_name == "hparams"
-        for info in plugin_data_pb2.HParamsPluginData.FromString(
-            value.metadata.plugin_data.content
-        ).experiment.metric_infos
-    ]
-    assert groups == [""]
+    (run / "config.gin").write_text("Runner.num_steps = 10\n")  # as every run has
+    before = _files(run)
+    folder = RunDirectory(str(run))
+    with pytest.raises(RunFolderError) as started, folder.lock():  # a start, or a resume
+        pass
+    with pytest.raises(RunFolderError) as read:  # analysis reads the curves
+        folder.scalars()
+    message = str(started.value)
+    assert str(read.value) == message and "\n" not in message
+    assert message.startswith(f"{run} is a run folder of the retired layout, one TensorBoard ")
+    assert f"{run / 'train'} and {run / 'eval'}" in message and "Nothing was changed" in message
+    assert _files(run) == before  # nothing moved, not even a lock file made
+    (advice,) = re.findall(r"\((mv -n [^)]*)\)", message)
+    subprocess.run(advice, shell=True, check=True)  # as the paragraph says
+    with folder.lock():
+        folder.open_writers(5).close()  # resumed from a checkpoint at step 5
+    assert folder.scalars()["train/x"] == [(step, float(step)) for step in range(1, 6)]
+    assert folder.eval_curve() == [(step, float(step)) for step in range(1, 6)]
 
 
 def test_checkpoint_store_lives_in_the_checkpoints_folder(tmp_path):

@@ -9,9 +9,8 @@ from framework.storage.event_reader import read_events, read_scalars
 from framework.storage.summaries import SummaryWriters, set_aside_events, supersede_events_after
 
 
-def _supersede(base_dir, step: int, *old_folders: str) -> None:
-    folders = [str(base_dir), *(str(base_dir / name) for name in old_folders)]
-    supersede_events_after(folders, step, str(base_dir / "discarded" / "damaged"))
+def _supersede(base_dir, step: int) -> None:
+    supersede_events_after(str(base_dir), step, str(base_dir / "discarded" / "damaged"))
 
 
 def _log(folder, steps, tag: str = "train/x") -> None:
@@ -108,30 +107,14 @@ def test_a_committed_merge_is_completed_by_the_next_start(tmp_path):
 
 def test_a_fresh_start_sets_earlier_events_aside(tmp_path):
     _log(tmp_path, range(1, 4))
-    _log(tmp_path / "eval", range(1, 3), "eval/x")  # the older layout's folder too
     (path,) = _event_files(tmp_path)
     size = os.path.getsize(path)
-    set_aside_events([str(tmp_path), str(tmp_path / "eval")], str(tmp_path / "discarded" / "a"))
-    assert _event_files(tmp_path) == [] and _event_files(tmp_path / "eval") == []
+    set_aside_events(str(tmp_path), str(tmp_path / "discarded" / "a"))
+    assert _event_files(tmp_path) == []
     (moved,) = glob.glob(str(tmp_path / "discarded" / "a" / "*set-aside-events*"))
     assert os.path.getsize(moved) == size
-    assert glob.glob(str(tmp_path / "discarded" / "a" / "eval" / "*set-aside-events*"))
     # Renamed: neither TensorBoard nor a recursive `*tfevents*` reader sees it as a run's.
     assert not glob.glob(str(tmp_path / "discarded" / "**" / "*tfevents*"), recursive=True)
-
-
-def test_a_run_of_the_older_layout_is_merged_into_one_file_on_resume(tmp_path):
-    """Before one TensorBoard run per training run, train/ and eval/ were runs of their own."""
-    _log(tmp_path / "train", range(1, 11))
-    _log(tmp_path / "eval", (5, 10), "eval/x")
-    _log(tmp_path, [])  # the HParams split at the top
-    _supersede(tmp_path, 5, "train", "eval")
-    assert _event_files(tmp_path / "train") == _event_files(tmp_path / "eval") == []
-    (merged,) = _event_files(tmp_path)
-    scalars = read_scalars(str(tmp_path))
-    assert scalars["train/x"] == [(step, float(step)) for step in range(1, 6)]
-    assert scalars["eval/x"] == [(5, 5.0)]
-    assert merged.endswith(".resumed")
 
 
 def test_tensorboard_reads_every_kind_of_summary_written(tmp_path):
