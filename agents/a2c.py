@@ -24,7 +24,7 @@ import tensorflow as tf
 from agents.on_policy import RolloutAgent
 from framework.agent import Metrics
 from framework.learner import Batch, Learner, UpdateGroup
-from framework.parts import exploration, networks
+from framework.parts import acting, exploration, networks
 from framework.parts.gradient_processors import GradientProcessor
 from framework.parts.losses import PolicyGradientLoss, TDMSELoss
 from framework.parts.returns import NStepReturns, Rollout, merge_time_and_envs
@@ -125,7 +125,7 @@ class A2CAgent(RolloutAgent):
             gamma,
         )
         self.rollout = Rollout(n_steps, observation_space)
-        self.acting = networks.actor_critic_forward(self.network)
+        self.acting = acting.actor_critic_forward(self.network)
         self.learner = Learner(
             UpdateGroup(
                 self.loss,

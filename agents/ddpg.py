@@ -31,7 +31,7 @@ import tensorflow as tf
 from agents.off_policy import ActorCriticReplayAgent
 from framework.agent import State, VectorStep
 from framework.learner import Learner, UpdateGroup
-from framework.parts import networks
+from framework.parts import acting, networks
 from framework.parts.exploration import GaussianNoise
 from framework.parts.gradient_processors import GradientProcessor
 from framework.parts.losses import DeterministicPolicyLoss, TDMSELoss
@@ -118,7 +118,7 @@ class DDPGAgent(ActorCriticReplayAgent):
         online = [*self.actor.weights, *(w for c in self.critics for w in c.weights)]
         target = [*self.target_actor.weights, *(w for c in self.target_critics for w in c.weights)]
         self.copy_to_targets(online, target)
-        self.acting = networks.actor_forward(self.actor)
+        self.acting = acting.actor_forward(self.actor)
         self.learner = Learner(
             [
                 self.critic_group(

@@ -25,6 +25,7 @@ import tensorflow as tf
 from agents.off_policy import ReplayAgent
 from framework.learner import Learner, UpdateGroup
 from framework.parts import (
+    acting,
     networks,
     prioritized_replay,  # noqa: F401  (registers PrioritizedReplay with gin)
 )
@@ -109,7 +110,7 @@ class DQNAgent(ReplayAgent):
             gamma=gamma,
         )
         self.check_replay()
-        self.acting = networks.acting_forward(self.online)
+        self.acting = acting.forward(self.online)
         # A prioritized replay's batches carry importance weights: [gradient steps, batch].
         weight = {"weight": tf.TensorSpec([None, batch_size], tf.float32)}
         self.learner = Learner(

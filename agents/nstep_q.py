@@ -28,7 +28,7 @@ import tensorflow as tf
 from agents.on_policy import RolloutAgent
 from framework.agent import Metrics, State, VectorStep
 from framework.learner import Batch, Learner, UpdateGroup
-from framework.parts import networks
+from framework.parts import acting, networks
 from framework.parts.exploration import (
     LinearSchedule,
     check_probability_schedule,
@@ -95,7 +95,7 @@ class NStepQAgent(RolloutAgent):
         self.epsilon = LinearSchedule(1.0, final_epsilon, epsilon_duration)
         check_probability_schedule("NStepQAgent.final_epsilon", self.epsilon)
         self.rollout = Rollout(n_steps, observation_space)
-        self.acting = networks.acting_forward(self.online)
+        self.acting = acting.forward(self.online)
         self.learner = Learner(
             UpdateGroup(
                 self._loss,

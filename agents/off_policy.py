@@ -17,6 +17,7 @@ import tensorflow as tf
 
 from framework.agent import Agent, Health, Metrics, State, VectorStep, training_calls_due
 from framework.learner import Learner, UpdateGroup
+from framework.parts.acting import ActingCopy
 from framework.parts.gradient_processors import GradientProcessor
 from framework.parts.replay import UniformReplay
 from framework.validation import (
@@ -29,12 +30,12 @@ from framework.validation import (
 
 class ReplayAgent(Agent):
     """Subclasses build `replay`, `learner` (publishing the acting copy's variables) and
-    `acting` (an acting forward pass with `refresh(values=None)`), name their `networks()`,
+    `acting` (an `ActingCopy` of the network that acts), name their `networks()`,
     and add their own metrics in `exploration_metrics`."""
 
     replay: UniformReplay
     learner: Learner
-    acting: Any  # networks.NumpyForward and kin: `refresh(values=None)`
+    acting: ActingCopy
     # Whether the agent's loss takes a prioritized replay's weights and gives its per-sample
     # errors back (the learner's `per_sample` output "error").
     takes_prioritized_replay = False

@@ -2,7 +2,6 @@
 learner call, after which acting reads the new weights from the call's published copy."""
 
 import abc
-from typing import Any
 
 import keras
 import numpy as np
@@ -10,18 +9,19 @@ import tensorflow as tf
 
 from framework.agent import Agent, Health, Metrics, State, VectorStep
 from framework.learner import Learner
+from framework.parts.acting import ActingCopy
 from framework.parts.returns import Rollout
 
 
 class RolloutAgent(Agent):
     """Subclasses build `rollout`, `learner` (publishing the acting copy's variables) and
-    `acting` (an acting forward pass with `refresh`), name their `networks()`, and add their
+    `acting` (an `ActingCopy` of the network that acts), name their `networks()`, and add their
     own metrics in `rollout_metrics`; A3C's workers also read a `describe()` of their settings
     and pull `shared_variables`."""
 
     rollout: Rollout
     learner: Learner
-    acting: Any  # networks.NumpyForward and kin: `refresh(values=None)`
+    acting: ActingCopy
     # Whether an A3C worker can push one rollout's gradient of the agent's loss (PPO's
     # epochs of minibatches over a rollout cannot be one gradient).
     asynchronous_workers: bool = True

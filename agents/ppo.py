@@ -29,7 +29,7 @@ import tensorflow as tf
 from agents.on_policy import RolloutAgent
 from framework.agent import Extras, Metrics
 from framework.learner import Batch, Learner, UpdateGroup
-from framework.parts import exploration, networks
+from framework.parts import acting, exploration, networks
 from framework.parts.distributions import Categorical, DiagonalGaussian
 from framework.parts.gradient_processors import ClipByGlobalNorm, GradientProcessor
 from framework.parts.minibatches import ShuffledMinibatches
@@ -152,7 +152,7 @@ class PPOAgent(RolloutAgent):
             entropy_bonus or EntropyBonus(),
         )
         self.rollout = Rollout(n_steps, observation_space, action_space, extras)
-        self.acting = networks.actor_critic_forward(self.network)
+        self.acting = acting.actor_critic_forward(self.network)
         clip_ranges = {"clip_range": surrogate_loss.clip_range}
         clip_ranges["value_clip_range"] = value_loss.clip_range
         schedules = {name: clip for name, clip in clip_ranges.items() if isinstance(clip, Schedule)}

@@ -17,7 +17,7 @@ import tensorflow as tf
 
 from framework.agent import Agent, Health, Metrics, State, VectorStep
 from framework.learner import Learner, UpdateGroup
-from framework.parts import exploration, networks
+from framework.parts import acting, exploration, networks
 from framework.parts.gradient_processors import GradientProcessor
 from framework.parts.losses import PolicyGradientLoss
 from framework.validation import (
@@ -87,7 +87,7 @@ class ReinforceAgent(Agent):
         shape = observation_space.shape
         self.policy = network(shape, self.num_actions)
         self.baseline = network(shape, 1) if use_baseline else None
-        self._policy_numpy = networks.acting_forward(self.policy)
+        self._policy_numpy = acting.forward(self.policy)
         self.loss = loss or PolicyGradientLoss()
         variables = list(self.policy.trainable_variables)
         if self.baseline is not None:

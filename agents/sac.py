@@ -42,7 +42,7 @@ import tensorflow as tf
 
 from agents.off_policy import ActorCriticReplayAgent
 from framework.learner import Learner, UpdateGroup
-from framework.parts import networks
+from framework.parts import acting, networks
 from framework.parts.gradient_processors import GradientProcessor
 from framework.parts.losses import SoftPolicyLoss, TDMSELoss, TemperatureLoss
 from framework.parts.optimizers import TorchAdam
@@ -141,7 +141,7 @@ class SACAgent(ActorCriticReplayAgent):
         self._policy_log_probs = tf.Variable(
             tf.zeros([batch_size]), trainable=False, name="policy_log_probs"
         )
-        self.acting = networks.gaussian_actor_forward(self.actor)
+        self.acting = acting.gaussian_actor_forward(self.actor)
         groups = [
             self.critic_group(
                 self._critic_loss,

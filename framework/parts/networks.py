@@ -1,10 +1,10 @@
-"""Gin-configurable Keras network builders, and a numpy forward pass for cheap acting.
+"""Gin-configurable Keras network builders.
 
 Every builder has the signature `(input_shape, num_outputs) -> keras.Model` once its gin
-parameters are bound, so an agent can take any of them as its `network`.
+parameters are bound, so an agent can take any of them as its `network`. Their acting copies
+(the forward pass in numpy) live in `acting.py`.
 """
 
-import ctypes
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -15,7 +15,9 @@ import tensorflow as tf
 
 from framework.parts.value_distribution import CategoricalSupport
 
-_NUMPY_ACTIVATIONS: dict[str, Callable[[np.ndarray], np.ndarray]] = {
+# The activations an acting copy computes in numpy (`acting.py`): the builders of networks
+# that act accept no other.
+NUMPY_ACTIVATIONS: dict[str, Callable[[np.ndarray], np.ndarray]] = {
     "relu": lambda x: np.maximum(x, 0.0),
     "tanh": np.tanh,
     "linear": lambda x: x,
@@ -128,10 +130,10 @@ def mlp(
     `support`: a categorical head instead (C51), logits `[B, num_outputs, Z]` over its atoms;
     `q_values(model, outputs)` reads the Q-values from them.
     """
-    if activation not in _NUMPY_ACTIVATIONS:
+    if activation not in NUMPY_ACTIVATIONS:
         raise ValueError(
             f"mlp.activation={activation!r} is not supported; use one of "
-            f"{sorted(_NUMPY_ACTIVATIONS)}."
+            f"{sorted(NUMPY_ACTIVATIONS)}."
         )
     _check_units("mlp", hidden_units)
     inputs = keras.Input(shape=tuple(input_shape), dtype="float32")
@@ -166,134 +168,6 @@ def nature_cnn(
     x = keras.layers.Dense(hidden_units, activation="relu")(x)
     outputs = _head(x, num_outputs, dueling, uniform_initial_output=False)
     return keras.Model(inputs, outputs, name="nature_cnn")
-
-
-def _single_threaded_blas() -> None:
-    """Caps numpy's OpenBLAS at one thread (process-wide, once). Its threads spin-wait for
-    work: on a busy 2-core machine they made acting's small products nearly a hundred times
-    slower (docs/speed.md). What OPENBLAS_NUM_THREADS=1 does, after numpy was imported."""
-    global _BLAS_CAPPED
-    if _BLAS_CAPPED:
-        return
-    _BLAS_CAPPED = True
-    try:
-        with open("/proc/self/maps") as maps:
-            paths = {line.split()[-1] for line in maps if "openblas" in line.lower()}
-    except OSError:
-        return
-    names = (
-        "openblas_set_num_threads",
-        "scipy_openblas_set_num_threads64_",
-        "openblas_set_num_threads64_",
-    )
-    for path in paths:
-        try:
-            library = ctypes.CDLL(path)
-        except OSError:
-            continue
-        for name in names:
-            if hasattr(library, name):
-                getattr(library, name)(1)
-
-
-_BLAS_CAPPED = False
-
-
-def _kernels_and_biases(layers: Sequence[keras.layers.Dense]) -> list[tf.Variable]:
-    """Each dense layer's kernel, then its bias, in the order of `layers`."""
-    return [variable for layer in layers for variable in (layer.kernel, layer.bias)]
-
-
-class NumpyForward:
-    """The forward pass of an `mlp` network in numpy, for acting at batch size 1.
-
-    A `tf.function` call costs many times a small MLP in numpy (docs/speed.md): acting from a
-    numpy copy of the weights, refreshed after each learner call, keeps TensorFlow out of the
-    per-environment-step path. Use `NumpyForward.supports(model)` to decide. A categorical
-    network's copy returns its Q-values (`q_values`), the expected values of its atoms.
-    """
-
-    def __init__(self, model: keras.Model):
-        _single_threaded_blas()
-        self._model = model
-        self._hidden = [layer for layer in model.layers if layer.name.startswith("hidden_")]
-        self._activations = [
-            _NUMPY_ACTIVATIONS[layer.activation.__name__] for layer in self._hidden
-        ]
-        self._dueling = any(layer.name == "advantage" for layer in model.layers)
-        head_names = ("value", "advantage") if self._dueling else ("output",)
-        self._head_layers = [model.get_layer(name) for name in head_names]
-        self._support = categorical_support_of(model)
-        self.variables = _kernels_and_biases(self._hidden + self._head_layers)
-        self.refresh()
-
-    @staticmethod
-    def supports(model: keras.Model) -> bool:
-        return model.name == "mlp" and len(model.inputs[0].shape) == 2
-
-    def refresh(self, values: Sequence[np.ndarray] | None = None) -> None:
-        """Call after every update, with the new `values` of `self.variables` where the caller
-        has them (`Learner.published`); without, the copy is marked stale and the next call
-        reads the weights out of the model, once however many updates came before it."""
-        if values is None:
-            self._stale = True
-        else:
-            self._load(values)
-
-    def _load(self, values: Sequence[np.ndarray]) -> None:
-        pairs = list(zip(values[::2], values[1::2], strict=True))
-        self._hidden_weights = pairs[: len(self._hidden)]
-        self._head_weights = pairs[len(self._hidden) :]
-        self._stale = False
-
-    def _copy_weights(self) -> None:
-        # The layers' TF variables themselves: a read skips Keras' variable wrapper.
-        self._load([variable.value.numpy() for variable in self.variables])
-
-    def __call__(self, observations: np.ndarray) -> np.ndarray:
-        if self._stale:
-            self._copy_weights()
-        x = np.asarray(observations, dtype=np.float32)  # [batch, features]
-        for (kernel, bias), activation in zip(self._hidden_weights, self._activations, strict=True):
-            x = activation(x @ kernel + bias)
-        if self._support is not None:
-            return self._categorical_q_values(x)
-        if not self._dueling:
-            kernel, bias = self._head_weights[0]
-            return x @ kernel + bias  # [batch, outputs]
-        (v_kernel, v_bias), (a_kernel, a_bias) = self._head_weights
-        advantage = x @ a_kernel + a_bias
-        return x @ v_kernel + v_bias + advantage - advantage.mean(axis=-1, keepdims=True)
-
-    def _categorical_q_values(self, features: np.ndarray) -> np.ndarray:
-        """`AtomLogits` in numpy, then the expected value per action: [batch, A]."""
-        kernel, bias = self._head_weights[-1]  # "output", or dueling's "advantage"
-        logits = (features @ kernel + bias).reshape(len(features), -1, self._support.num_atoms)
-        if self._dueling:
-            v_kernel, v_bias = self._head_weights[0]
-            value = features @ v_kernel + v_bias  # [batch, Z]
-            logits = value[:, None, :] + logits - logits.mean(axis=1, keepdims=True)
-        return self._support.expected_values_numpy(logits)
-
-
-class CompiledForward:
-    """A model's forward pass through one compiled call, where numpy does not pay (conv nets)."""
-
-    variables: tuple[tf.Variable, ...] = ()  # nothing to publish: it reads the model's own
-
-    def __init__(self, model: keras.Model):
-        self._forward = tf.function(model, reduce_retracing=True)
-
-    def refresh(self, values: Sequence[np.ndarray] | None = None) -> None:
-        """The compiled call reads the live variables: nothing to copy."""
-
-    def __call__(self, observations: np.ndarray) -> np.ndarray:
-        return self._forward(observations).numpy()
-
-
-def acting_forward(model: keras.Model) -> NumpyForward | CompiledForward:
-    """The cheapest forward pass for acting one observation at a time."""
-    return NumpyForward(model) if NumpyForward.supports(model) else CompiledForward(model)
 
 
 # ----- continuous control: a deterministic actor and a critic Q(s, a) (DDPG, TD3) -------------
@@ -343,12 +217,12 @@ def actor_mlp(
     """A deterministic policy mu(s): a dense torso, a linear layer, tanh scaled to [low, high].
 
     One output per entry of `low` (the Box's bounds, flat). Layers are named as in `mlp`
-    (`hidden_i`, `output`) plus `scale_to_bounds`, which `NumpyActorForward` reads.
+    (`hidden_i`, `output`) plus `scale_to_bounds`, which `acting.NumpyActorForward` reads.
     """
-    if activation not in _NUMPY_ACTIVATIONS:
+    if activation not in NUMPY_ACTIVATIONS:
         raise ValueError(
             f"actor_mlp.activation={activation!r} is not supported; use one of "
-            f"{sorted(_NUMPY_ACTIVATIONS)}."
+            f"{sorted(NUMPY_ACTIVATIONS)}."
         )
     _check_units("actor_mlp", hidden_units)
     scale = ScaleToBounds(low, high, name="scale_to_bounds")
@@ -400,26 +274,6 @@ def critic_mlp(
     return keras.Model([observation, action], keras.ops.squeeze(q, axis=-1), name="critic_mlp")
 
 
-class NumpyActorForward(NumpyForward):
-    """`NumpyForward` for an `actor_mlp`: the torso and output in numpy, then tanh and scaling."""
-
-    def __init__(self, model: keras.Model):
-        super().__init__(model)
-        self._scale = model.get_layer("scale_to_bounds")
-
-    @staticmethod
-    def supports(model: keras.Model) -> bool:
-        return model.name == "actor_mlp" and len(model.inputs[0].shape) == 2
-
-    def __call__(self, observations: np.ndarray) -> np.ndarray:
-        return self._scale.numpy(super().__call__(observations))
-
-
-def actor_forward(model: keras.Model) -> NumpyActorForward | CompiledForward:
-    """The cheapest forward pass of a deterministic actor for acting."""
-    return NumpyActorForward(model) if NumpyActorForward.supports(model) else CompiledForward(model)
-
-
 # ----- a stochastic actor: the mean and log std of a Gaussian per action dimension (SAC) -----
 
 
@@ -434,12 +288,12 @@ def gaussian_actor_mlp(
     SAC actor), the parameters of a Gaussian that a distribution part squashes and samples.
 
     Layers are named as in `mlp` (`hidden_i`) plus the heads `mean` and `log_std`, which
-    `NumpyGaussianActorForward` reads.
+    `acting.NumpyGaussianActorForward` reads.
     """
-    if activation not in _NUMPY_ACTIVATIONS:
+    if activation not in NUMPY_ACTIVATIONS:
         raise ValueError(
             f"gaussian_actor_mlp.activation={activation!r} is not supported; use one of "
-            f"{sorted(_NUMPY_ACTIVATIONS)}."
+            f"{sorted(NUMPY_ACTIVATIONS)}."
         )
     _check_units("gaussian_actor_mlp", hidden_units)
     inputs = keras.Input(shape=tuple(input_shape), dtype="float32")
@@ -451,52 +305,6 @@ def gaussian_actor_mlp(
     mean = keras.layers.Dense(action_size, name="mean")(features)
     log_std = keras.layers.Dense(action_size, name="log_std")(features)
     return keras.Model(inputs, (mean, log_std), name="gaussian_actor_mlp")
-
-
-class NumpyGaussianActorForward:
-    """A `gaussian_actor_mlp`'s mean and log std in numpy, for acting (see `NumpyForward`)."""
-
-    def __init__(self, model: keras.Model):
-        _single_threaded_blas()
-        self._hidden = [layer for layer in model.layers if layer.name.startswith("hidden_")]
-        self._activation = _NUMPY_ACTIVATIONS[self._hidden[0].activation.__name__]
-        heads = [model.get_layer("mean"), model.get_layer("log_std")]
-        self.variables = _kernels_and_biases(self._hidden + heads)
-        self.refresh()
-
-    @staticmethod
-    def supports(model: keras.Model) -> bool:
-        return model.name == "gaussian_actor_mlp" and len(model.inputs[0].shape) == 2
-
-    def refresh(self, values: Sequence[np.ndarray] | None = None) -> None:
-        """As `NumpyForward.refresh`: the published `values`, or marked stale and read later."""
-        self._values = None if values is None else list(values)
-
-    def __call__(self, observations: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        if self._values is None:
-            self._values = [variable.value.numpy() for variable in self.variables]
-        x = np.asarray(observations, dtype=np.float32)  # [N, features]
-        *hidden, mean_kernel, mean_bias, std_kernel, std_bias = self._values
-        for kernel, bias in zip(hidden[::2], hidden[1::2], strict=True):
-            x = self._activation(x @ kernel + bias)
-        return x @ mean_kernel + mean_bias, x @ std_kernel + std_bias  # [N, A] each
-
-
-class CompiledGaussianActorForward(CompiledForward):
-    """A Gaussian actor's mean and log std through one compiled call (conv nets)."""
-
-    def __call__(self, observations: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        mean, log_std = self._forward(observations)
-        return mean.numpy(), log_std.numpy()
-
-
-def gaussian_actor_forward(
-    model: keras.Model,
-) -> NumpyGaussianActorForward | CompiledGaussianActorForward:
-    """The cheapest forward pass of a Gaussian actor for acting."""
-    if NumpyGaussianActorForward.supports(model):
-        return NumpyGaussianActorForward(model)
-    return CompiledGaussianActorForward(model)
 
 
 # ----- on-policy actor-critic: policy logits and a state value (A2C, A3C) ----------------------
@@ -590,10 +398,10 @@ def _actor_critic(
     orthogonal_init: bool,
 ) -> keras.Model:
     """The policy head `policy_head(features, dense)` and V(s) on one or two dense torsos."""
-    if activation not in _NUMPY_ACTIVATIONS:
+    if activation not in NUMPY_ACTIVATIONS:
         raise ValueError(
             f"{name}.activation={activation!r} is not supported; use one of "
-            f"{sorted(_NUMPY_ACTIVATIONS)}."
+            f"{sorted(NUMPY_ACTIVATIONS)}."
         )
     _check_units(name, hidden_units)
 
@@ -617,93 +425,3 @@ def _actor_critic(
     policy = policy_head(policy_features, dense)
     value = dense(1, 1.0, "value")(value_features)
     return keras.Model(inputs, (policy, keras.ops.squeeze(value, axis=-1)), name=name)
-
-
-class NumpyActorCriticForward:
-    """An `actor_critic_mlp`'s logits (a `gaussian_actor_critic_mlp`'s mean and log std) and
-    values in numpy, for acting (see `NumpyForward`)."""
-
-    def __init__(self, model: keras.Model):
-        def layers(prefix):
-            found = [layer for layer in model.layers if layer.name.startswith(prefix + "_")]
-            return sorted(found, key=lambda layer: int(layer.name.rsplit("_", 1)[1]))
-
-        self.gaussian = model.name == "gaussian_actor_critic_mlp"
-        shared = layers("torso")
-        head = "mean" if self.gaussian else "logits"
-        self._paths = {
-            "policy": shared + layers("policy") + [model.get_layer(head)],
-            "value": shared + layers("value") + [model.get_layer("value")],
-        }
-        self._activation = _NUMPY_ACTIVATIONS[self._paths["policy"][0].activation.__name__]
-        self.variables = _kernels_and_biases(
-            [layer for path in self._paths.values() for layer in path]
-        )
-        if self.gaussian:
-            self.variables.append(model.get_layer("log_std").log_std)
-        # One compiled read of every weight: a `.numpy()` per variable costs more in all.
-        self._read = tf.function(lambda: [tf.identity(v) for v in self.variables])
-        self.refresh()
-
-    @staticmethod
-    def supports(model: keras.Model) -> bool:
-        names = ("actor_critic_mlp", "gaussian_actor_critic_mlp")
-        return model.name in names and len(model.inputs[0].shape) == 2
-
-    def refresh(self, values: Sequence[np.ndarray] | None = None) -> None:
-        """Copies the current weights (call after every update): `values` of `self.variables`
-        where the caller has them (`Learner.published`), else read out of the model."""
-        if values is None:
-            values = [value.numpy() for value in self._read()]
-        if self.gaussian:
-            *values, self._log_std = values
-        pairs = iter(zip(values[::2], values[1::2], strict=True))
-        self._weights = {name: [next(pairs) for _ in path] for name, path in self._paths.items()}
-
-    def _forward(self, name: str, observations: np.ndarray) -> np.ndarray:
-        x = np.asarray(observations, dtype=np.float32)  # [B, features]
-        *hidden, (kernel, bias) = self._weights[name]
-        for hidden_kernel, hidden_bias in hidden:
-            x = self._activation(x @ hidden_kernel + hidden_bias)
-        return x @ kernel + bias
-
-    def logits(self, observations: np.ndarray) -> np.ndarray:
-        return self._forward("policy", observations)  # [B, A]
-
-    def gaussian_parameters(self, observations: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        mean = self._forward("policy", observations)  # [B, D]
-        return mean, np.broadcast_to(self._log_std, mean.shape)
-
-    def values(self, observations: np.ndarray) -> np.ndarray:
-        return self._forward("value", observations)[:, 0]  # [B]
-
-
-class CompiledActorCriticForward:
-    """An actor-critic model's outputs through one compiled call (conv nets)."""
-
-    variables: tuple[tf.Variable, ...] = ()  # nothing to publish: it reads the model's own
-
-    def __init__(self, model: keras.Model):
-        self._forward = tf.function(model, reduce_retracing=True)
-
-    def refresh(self, values: Sequence[np.ndarray] | None = None) -> None:
-        """The compiled call reads the live variables: nothing to copy."""
-
-    def logits(self, observations: np.ndarray) -> np.ndarray:
-        return self._forward(observations)[0].numpy()
-
-    def gaussian_parameters(self, observations: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        mean, log_std = self._forward(observations)[0]
-        return mean.numpy(), log_std.numpy()
-
-    def values(self, observations: np.ndarray) -> np.ndarray:
-        return self._forward(observations)[1].numpy()
-
-
-def actor_critic_forward(
-    model: keras.Model,
-) -> NumpyActorCriticForward | CompiledActorCriticForward:
-    """The cheapest forward pass of an actor-critic model for acting."""
-    if NumpyActorCriticForward.supports(model):
-        return NumpyActorCriticForward(model)
-    return CompiledActorCriticForward(model)

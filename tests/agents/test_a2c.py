@@ -94,18 +94,6 @@ def test_value_loss_sends_no_gradient_into_its_target_by_itself():
     assert tape.gradient(loss, weight) is None
 
 
-@pytest.mark.parametrize("shared_torso", [False, True])
-def test_numpy_forward_matches_the_model(shared_torso):
-    model = networks.actor_critic_mlp((4,), 3, hidden_units=(8, 8), shared_torso=shared_torso)
-    names = {layer.name for layer in model.layers}
-    assert ("torso_0" in names) == shared_torso and ("policy_0" in names) != shared_torso
-    forward = networks.actor_critic_forward(model)
-    observations = np.random.default_rng(0).normal(size=(5, 4)).astype(np.float32)
-    logits, values = model(observations)
-    np.testing.assert_allclose(forward.logits(observations), logits, rtol=1e-5, atol=1e-6)
-    np.testing.assert_allclose(forward.values(observations), values, rtol=1e-5, atol=1e-6)
-
-
 def test_cartpole_improves_within_a_small_budget_with_one_trace(tmp_path):
     # A uniformly random policy averages ~22 steps on CartPole-v1.
     runner = train(

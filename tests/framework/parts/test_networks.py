@@ -1,15 +1,11 @@
-"""Tests for framework/networks.py: the builders' structure, the dueling head and NumpyForward."""
+"""Tests for framework/parts/networks.py: the builders' structure and their outputs by hand
+(their acting copies: test_acting.py)."""
 
 import keras
 import numpy as np
 import pytest
-import tensorflow as tf
 
-from framework.learner import Learner, UpdateGroup
 from framework.parts.networks import (
-    NumpyActorForward,
-    NumpyForward,
-    NumpyGaussianActorForward,
     actor_mlp,
     critic_mlp,
     gaussian_actor_mlp,
@@ -18,13 +14,13 @@ from framework.parts.networks import (
 )
 
 
-def _observations(batch: int, features: int, seed: int = 0) -> np.ndarray:
+def random_observations(batch: int, features: int, seed: int = 0) -> np.ndarray:
     return np.random.default_rng(seed).normal(size=(batch, features)).astype(np.float32)
 
 
 def test_mlp_output_shape_and_hidden_layers():
     model = mlp((3,), 5, hidden_units=(8, 4), activation="tanh")
-    assert model(_observations(6, 3)).shape == (6, 5)
+    assert model(random_observations(6, 3)).shape == (6, 5)
     hidden = [model.get_layer("hidden_0"), model.get_layer("hidden_1")]
     assert [tuple(layer.kernel.shape) for layer in hidden] == [(3, 8), (8, 4)]
     assert [layer.activation.__name__ for layer in hidden] == ["tanh", "tanh"]
@@ -53,7 +49,7 @@ def test_default_initialisation_is_not_uniform():
     assert not np.allclose(logits[0], logits[1])
 
 
-def _dueling_with_known_weights():
+def dueling_with_known_weights():
     # No hidden layer: V(x) = x @ [1, 0] + 0.5, A(x) = x @ [[1, 2, 3], [0, 0, 0]] + [0, 0, 3].
     model = mlp((2,), 3, hidden_units=(), dueling=True)
     model.get_layer("value").set_weights([np.array([[1.0], [0.0]]), np.array([0.5])])
@@ -64,80 +60,11 @@ def _dueling_with_known_weights():
 
 
 def test_dueling_head_is_value_plus_centred_advantage():
-    model = _dueling_with_known_weights()
+    model = dueling_with_known_weights()
     q = model(np.array([[2.0, 7.0]], np.float32)).numpy()
     # V = 2 + 0.5 = 2.5; A = [2, 4, 6] + [0, 0, 3] = [2, 4, 9], mean 5, centred [-3, -1, 4].
     # Q = [-0.5, 1.5, 6.5], and mean_a Q = V.
     np.testing.assert_allclose(q, [[-0.5, 1.5, 6.5]], rtol=1e-6)
-
-
-@pytest.mark.parametrize(
-    "kwargs",
-    [
-        {"hidden_units": (16, 8), "activation": "relu"},
-        {"hidden_units": (8,), "activation": "tanh", "dueling": True},
-        {"hidden_units": (8,), "activation": "linear"},
-    ],
-)
-def test_numpy_forward_matches_keras(kwargs):
-    model = mlp((5,), 3, **kwargs)
-    assert NumpyForward.supports(model)
-    observations = _observations(4, 5)
-    np.testing.assert_allclose(
-        NumpyForward(model)(observations), model(observations).numpy(), rtol=1e-5, atol=1e-6
-    )
-
-
-def test_numpy_forward_matches_hand_computed_dueling():
-    q = NumpyForward(_dueling_with_known_weights())(np.array([[2.0, 7.0]]))
-    np.testing.assert_allclose(q, [[-0.5, 1.5, 6.5]], rtol=1e-6)  # as in the Keras test above
-
-
-def test_numpy_forward_refresh_picks_up_new_weights():
-    model = mlp((5,), 3, hidden_units=(8,))
-    forward = NumpyForward(model)
-    observations = _observations(4, 5)
-    before = forward(observations)
-    kernel = model.get_layer("output").kernel
-    kernel.assign(kernel.numpy() + 1.0)
-    forward.refresh()
-    after = forward(observations)
-    assert not np.allclose(before, after)  # the change is visible...
-    np.testing.assert_allclose(
-        after, model(observations).numpy(), rtol=1e-5, atol=1e-6
-    )  # ...exactly
-
-
-@pytest.mark.parametrize("dueling", [False, True])
-def test_learner_published_weights_are_what_the_numpy_copy_acts_with(dueling):
-    """The learner hands back the acting copy's variables after its update: acting from them
-    equals acting from the updated model, with no read of its own."""
-    model = mlp((5,), 3, hidden_units=(8, 6), dueling=dueling)
-    forward = NumpyForward(model)
-    observations = _observations(4, 5)
-    before = forward(observations)
-    learner = Learner(
-        UpdateGroup(
-            lambda batch: (tf.reduce_mean(tf.square(model(batch["x"]) - 1.0)), {}),
-            model.trainable_variables,
-            keras.optimizers.SGD(0.5),
-        ),
-        batch_spec={"x": tf.TensorSpec([1, 4, 5], tf.float32)},
-        publish=forward.variables,
-    )
-    learner.run({"x": observations[None]})
-    assert len(learner.published) == len(forward.variables) == 2 * (2 + (2 if dueling else 1))
-    for value, variable in zip(learner.published, forward.variables, strict=True):
-        np.testing.assert_array_equal(value, variable.numpy())  # after the update
-    forward.refresh(learner.published)
-    after = forward(observations)
-    assert not np.allclose(before, after)
-    np.testing.assert_allclose(after, model(observations).numpy(), rtol=1e-5, atol=1e-6)
-
-
-def test_numpy_forward_supports_only_flat_mlps():
-    assert not NumpyForward.supports(mlp((2, 3), 4, hidden_units=(5,)))
-    assert not NumpyForward.supports(nature_cnn((36, 36, 1), 2, hidden_units=4))
 
 
 @pytest.mark.parametrize("dueling", [False, True])
@@ -162,37 +89,26 @@ def test_mlp_rejects_unsupported_activation(activation):
 # ----- the deterministic actor and the critic Q(s, a) ----------------------------------------
 
 
-def _constant_actor(bias) -> keras.Model:
+def constant_actor(bias) -> keras.Model:
     """Zero output kernel: mu(s) = low + (tanh(bias) + 1) / 2 * (high - low) for every s."""
     model = actor_mlp((3,), low=[-1.0, 0.0], high=[3.0, 10.0], hidden_units=(4,))
     model.get_layer("output").set_weights([np.zeros((4, 2)), np.asarray(bias, np.float64)])
     return model
 
 
-@pytest.mark.parametrize(
-    ("bias", "expected"),
-    [
-        ([0.0, 0.0], [1.0, 5.0]),  # tanh 0 = 0: the middle of [-1, 3] and [0, 10]
-        ([50.0, -50.0], [3.0, 0.0]),  # tanh = +-1: the upper bound, the lower bound
-        ([np.arctanh(0.5), np.arctanh(-0.5)], [2.0, 2.5]),  # -1 + 1.5 * 2, 0 + 0.5 * 5
-    ],
-)
+CONSTANT_ACTOR_CASES = [  # (output bias, action for every observation)
+    ([0.0, 0.0], [1.0, 5.0]),  # tanh 0 = 0: the middle of [-1, 3] and [0, 10]
+    ([50.0, -50.0], [3.0, 0.0]),  # tanh = +-1: the upper bound, the lower bound
+    ([np.arctanh(0.5), np.arctanh(-0.5)], [2.0, 2.5]),  # -1 + 1.5 * 2, 0 + 0.5 * 5
+]
+
+
+@pytest.mark.parametrize(("bias", "expected"), CONSTANT_ACTOR_CASES)
 def test_actor_scales_tanh_to_the_bounds(bias, expected):
-    model = _constant_actor(bias)
-    observations = _observations(2, 3)
-    np.testing.assert_allclose(model(observations).numpy(), [expected] * 2, rtol=1e-6, atol=1e-6)
+    model = constant_actor(bias)
     np.testing.assert_allclose(
-        NumpyActorForward(model)(observations), [expected] * 2, rtol=1e-6, atol=1e-6
+        model(random_observations(2, 3)).numpy(), [expected] * 2, rtol=1e-6, atol=1e-6
     )
-
-
-def test_numpy_actor_forward_matches_keras_and_stays_in_bounds():
-    model = actor_mlp((5,), low=[-2.0], high=[2.0], hidden_units=(16, 8), activation="tanh")
-    assert NumpyActorForward.supports(model) and not NumpyForward.supports(model)
-    observations = 10 * _observations(64, 5)
-    actions = NumpyActorForward(model)(observations)
-    np.testing.assert_allclose(actions, model(observations).numpy(), rtol=1e-5, atol=1e-6)
-    assert actions.shape == (64, 1) and np.all(np.abs(actions) <= 2.0)
 
 
 def test_actor_output_init_range_starts_near_the_middle_of_the_bounds():
@@ -207,7 +123,7 @@ def test_critic_takes_the_action_at_the_second_layer():
     assert tuple(model.get_layer("hidden_0").kernel.shape) == (3, 4)
     assert tuple(model.get_layer("hidden_1").kernel.shape) == (4 + 2, 5)
     assert tuple(model.get_layer("output").kernel.shape) == (5, 1)
-    q = model([_observations(7, 3), _observations(7, 2, seed=1)])
+    q = model([random_observations(7, 3), random_observations(7, 2, seed=1)])
     assert q.shape == (7,)
 
 
@@ -237,24 +153,23 @@ def test_critic_can_take_the_action_at_its_input():
     # hidden_0 sees the 3 observation features and the 2 actions; hidden_1 its 4 features.
     assert tuple(model.get_layer("hidden_0").kernel.shape) == (3 + 2, 4)
     assert tuple(model.get_layer("hidden_1").kernel.shape) == (4, 5)
-    assert model([_observations(7, 3), _observations(7, 2, seed=1)]).shape == (7,)
+    assert model([random_observations(7, 3), random_observations(7, 2, seed=1)]).shape == (7,)
 
 
-def test_gaussian_actor_by_hand_and_its_numpy_copy():
-    # One hidden unit relu(s1 + s2); mean = 2 h - 1, log_std = -h + 0.5 (zero where not said).
+def gaussian_actor_by_hand() -> keras.Model:
+    """One hidden unit relu(s1 + s2); mean = 2 h - 1, log_std = -h + 0.5 (zero where not said)."""
     model = gaussian_actor_mlp((2,), 1, hidden_units=(1,))
     model.get_layer("hidden_0").set_weights([np.ones((2, 1)), np.zeros(1)])
     model.get_layer("mean").set_weights([np.array([[2.0]]), np.array([-1.0])])
     model.get_layer("log_std").set_weights([np.array([[-1.0]]), np.array([0.5])])
-    observations = np.array([[1.0, 2.0], [-1.0, -2.0]], np.float32)
+    return model
+
+
+GAUSSIAN_ACTOR_OBSERVATIONS = np.array([[1.0, 2.0], [-1.0, -2.0]], np.float32)
+
+
+def test_gaussian_actor_by_hand():
     # h = [3, 0]: mean = [5, -1], log_std = [-2.5, 0.5].
-    mean, log_std = model(observations)
+    mean, log_std = gaussian_actor_by_hand()(GAUSSIAN_ACTOR_OBSERVATIONS)
     np.testing.assert_allclose(mean.numpy(), [[5.0], [-1.0]])
     np.testing.assert_allclose(log_std.numpy(), [[-2.5], [0.5]])
-    forward = NumpyGaussianActorForward(model)
-    assert NumpyGaussianActorForward.supports(model) and not NumpyForward.supports(model)
-    for numpy_value, keras_value in zip(forward(observations), (mean, log_std), strict=True):
-        np.testing.assert_allclose(numpy_value, keras_value.numpy(), rtol=1e-6)
-    model.get_layer("mean").set_weights([np.array([[2.0]]), np.array([0.0])])
-    forward.refresh()  # stale: read again at the next call
-    np.testing.assert_allclose(forward(observations)[0], [[6.0], [0.0]])

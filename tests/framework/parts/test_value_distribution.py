@@ -10,8 +10,9 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
+from framework.parts.acting import NumpyForward
 from framework.parts.losses import CategoricalCrossEntropyLoss
-from framework.parts.networks import NumpyForward, mlp, q_values
+from framework.parts.networks import mlp, q_values
 from framework.parts.targets import CategoricalDoubleQLearningTarget, CategoricalQLearningTarget
 from framework.parts.value_distribution import CategoricalSupport
 
