@@ -1,10 +1,10 @@
 """Acting copies: a network's forward pass outside the learner, for choosing actions cheaply.
 
 A `tf.function` call costs many times a small MLP's forward pass in numpy (docs/speed.md):
-acting from a numpy copy of the weights, refreshed after each learner call, keeps TensorFlow out of the
-per-environment-step path. Networks numpy does not pay for (conv nets) act through one compiled
-call instead. Each factory below returns the numpy copy where its class `supports` the model,
-else the compiled one.
+acting from a numpy copy of the weights, refreshed after each learner call, keeps TensorFlow
+out of the per-environment-step path. Networks numpy does not pay for (conv nets) act through
+one compiled call instead. Each factory below returns the numpy copy where its class
+`supports` the model, else the compiled one.
 """
 
 import ctypes
