@@ -12,12 +12,12 @@ the same updates.
 
 import time
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Any, NoReturn
 
 import tensorflow as tf
 from absl import logging
 
-from framework.compiled import direct_call
+from framework.compiled import direct_call, xla_cache
 from framework.compiled.batch_packing import PackedBatch
 
 
@@ -95,16 +95,23 @@ class TracedCall:
 
     def __call__(self, batches: Any) -> Any:
         if not self._has_signature:
-            return self.function(batches)
+            try:
+                return self.function(batches)
+            except tf.errors.OpError as error:  # each new shape compiles
+                _raise_cache_failure_explained(error)
         if self._packing is not None:
             batches = self._packing.pack(batches)
         if self._call is not None:
             return self._call(batches)
         start = time.perf_counter()
         self._call = traced(self.function.get_concrete_function(), self._use_direct_call)
-        outputs = self._call(batches)
+        try:
+            outputs = self._call(batches)
+        except tf.errors.OpError as error:
+            _raise_cache_failure_explained(error)
         self.first_call_seconds = time.perf_counter() - start
         self.first_call_steps = len(tf.nest.flatten(batches)[0])
+        xla_cache.record_new_entries()  # the program XLA just wrote, if it compiled one
         return outputs
 
     @property
@@ -169,6 +176,15 @@ class StepCalls:
     @property
     def traced(self) -> list[TracedCall]:
         return [call for call in (self._guarded, self._optimistic) if call is not None]
+
+
+def _raise_cache_failure_explained(error: tf.errors.OpError) -> NoReturn:
+    """Raises `error`, or `xla_cache.XlaCacheError` (one paragraph) where XLA's program cache
+    failed the compile: its folder filled or turned read-only since the start."""
+    explained = xla_cache.failure(error)
+    if explained is None:
+        raise error
+    raise explained from error
 
 
 def traced(function: tf.types.experimental.ConcreteFunction, use_direct_call: bool) -> Callable:

@@ -1,29 +1,64 @@
-"""XLA's program cache: where `enable()` points TensorFlow, the damaged files it removes, and a
-second run that loads the first run's program and computes the same numbers."""
+"""XLA's program cache: where `enable()` points TensorFlow, the folders it leaves off with one
+warning, the files it sets aside, and runs that load, recompile or go without it and learn the
+same numbers."""
 
+import contextlib
+import logging
 import os
 import pathlib
+import shutil
 import subprocess
 import sys
 
-from google.protobuf import descriptor_pb2
+import pytest
+import tensorflow as tf
 
 from framework.compiled import xla_cache
+from framework.compiled.steps import TracedCall
 from framework.storage.event_reader import read_scalars
 
 REPO_ROOT = str(pathlib.Path(__file__).resolve().parents[3])
 FLAG = "--tf_xla_persistent_cache_directory"
+ENTRY = "xla_compile_cache__1__2__XLA_CPU_JIT.pb"  # TensorFlow's way of naming a program's file
 
 
-def _message() -> tuple[bytes, set[int]]:
-    """A serialised message with fields of several wire types (strings, a nested message), and
-    the lengths at which a field ends (where a cut leaves a shorter whole message)."""
-    proto = descriptor_pb2.FileDescriptorProto(name="a.proto")
-    ends = {0, len(proto.SerializeToString())}
-    proto.package = "p"
-    ends.add(len(proto.SerializeToString()))
-    proto.message_type.add(name="M").field.add(name="x", number=3)
-    return proto.SerializeToString(), ends
+@pytest.fixture
+def warnings(caplog):
+    """The warnings logged (absl's logger propagates to the root, where caplog listens)."""
+    caplog.set_level(logging.WARNING)
+    return lambda: [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+
+
+@pytest.fixture
+def tmpfs(tmp_path):
+    """Mounts a tmpfs with the given options on a new folder; unmounted at the end."""
+    mounted = []
+
+    def mount(name: str, options: str) -> pathlib.Path:
+        folder = tmp_path / name
+        folder.mkdir()
+        done = subprocess.run(
+            ["mount", "-t", "tmpfs", "-o", options, "tmpfs", str(folder)],
+            capture_output=True,
+            text=True,
+        )
+        if done.returncode != 0:
+            pytest.skip(f"mounting a tmpfs is not permitted here: {done.stderr.strip()}")
+        mounted.append(folder)
+        return folder
+
+    yield mount
+    for folder in reversed(mounted):
+        subprocess.run(["umount", str(folder)], check=True)
+
+
+def _full(folder: pathlib.Path) -> pathlib.Path:
+    """`folder` (a small tmpfs) with every byte taken by a file."""
+    with open(folder / "filler", "wb", buffering=0) as filler, contextlib.suppress(OSError):
+        while True:
+            filler.write(bytes(4096))
+    assert shutil.disk_usage(folder).free == 0
+    return folder
 
 
 def test_the_default_folder_is_one_per_tensorflow_version_under_the_users_cache(tmp_path):
@@ -49,41 +84,164 @@ def test_the_variable_names_the_folder_keeps_other_flags_or_turns_the_cache_off(
     assert own["TF_XLA_FLAGS"] == f"{FLAG}=/somewhere"
 
 
-def test_a_folder_that_cannot_be_made_leaves_the_cache_off(tmp_path):
-    (tmp_path / "file").write_text("")
-    environ = {"RLFRAME_XLA_CACHE": str(tmp_path / "file" / "cache")}
+def _assert_off_with_one_warning(environ: dict, warnings, says: str) -> None:
+    """The cache is off, for this process and those it starts, and one warning says why."""
     assert xla_cache.enable(environ) is None
     assert "TF_XLA_FLAGS" not in environ
+    assert environ["RLFRAME_XLA_CACHE"] == "off"  # the run's workers say nothing more
+    (warning,) = warnings()
+    assert warning.startswith("XLA's program cache is off for this run: ") and says in warning
+    assert xla_cache.enable(environ) is None and len(warnings()) == 1
 
 
-def test_whole_messages_pass_and_files_cut_inside_a_field_empty_or_foreign_do_not():
-    data, field_ends = _message()
-    assert xla_cache.is_whole_message(data)
-    for end in set(range(len(data))) - field_ends:  # every cut inside a field
-        assert not xla_cache.is_whole_message(data[:end]), end
-    assert not xla_cache.is_whole_message(b"")
-    assert not xla_cache.is_whole_message(b"\x00\x01")  # field number 0
-    assert not xla_cache.is_whole_message(b"\x0b")  # wire type 3 (groups) never written here
-    assert not xla_cache.is_whole_message(b"text format: 1\n")
+def test_a_variable_naming_a_file_or_a_folder_that_cannot_be_made_leaves_the_cache_off(
+    tmp_path, caplog, warnings
+):
+    (tmp_path / "file").write_text("")
+    environ = {"RLFRAME_XLA_CACHE": str(tmp_path / "file")}
+    _assert_off_with_one_warning(environ, warnings, f"{tmp_path / 'file'} is a file, not a folder")
+    assert (tmp_path / "file").read_text() == ""
+    caplog.clear()
+    environ = {"RLFRAME_XLA_CACHE": str(tmp_path / "file" / "cache")}
+    assert xla_cache.enable(environ) is None
+    assert "cannot be made (Not a directory)" in warnings()[-1]
 
 
-def test_enable_removes_damaged_cache_files_and_keeps_whole_ones(tmp_path):
-    data, _ = _message()
-    (tmp_path / "whole.pb").write_bytes(data)
-    (tmp_path / "cut.pb").write_bytes(data[:-3])
-    (tmp_path / "empty.pb").write_bytes(b"")
+def test_a_read_only_folder_leaves_the_cache_off_with_one_warning(tmpfs, warnings):
+    folder = tmpfs("read_only", "size=1m,ro")
+    environ = {"RLFRAME_XLA_CACHE": str(folder)}
+    _assert_off_with_one_warning(environ, warnings, "cannot be written (Read-only file system)")
+
+
+def test_a_full_or_nearly_full_disk_leaves_the_cache_off_with_one_warning(tmpfs, caplog, warnings):
+    full = _full(tmpfs("full", "size=64k"))
+    environ = {"RLFRAME_XLA_CACHE": str(full)}
+    _assert_off_with_one_warning(environ, warnings, "cannot be written (No space left on device)")
+    caplog.clear()
+    small = tmpfs("small", "size=1m")  # writable, but the run's own files need the room
+    environ = {"RLFRAME_XLA_CACHE": str(small)}
+    _assert_off_with_one_warning(environ, warnings, "a disk with 1.0 MiB free, under the 64 MiB")
+
+
+def _written_by_tensorflow(folder: pathlib.Path, name: str, data: bytes) -> pathlib.Path:
+    """A program's file as TensorFlow writes it (a whole file renamed into place), recorded as
+    after its compile."""
+    (folder / (name + ".tmp")).write_bytes(data)
+    os.replace(folder / (name + ".tmp"), folder / name)
+    xla_cache.record_new_entries({"TF_XLA_FLAGS": f"{FLAG}={folder}"})
+    return folder / name
+
+
+def _flipped(path: pathlib.Path, offset: int) -> None:
+    """One byte XOR 0xFF, written in place (a fault, not TensorFlow: it renames new files)."""
+    with open(path, "r+b") as file:
+        file.seek(offset)
+        byte = file.read(1)[0]
+        file.seek(offset)
+        file.write(bytes([byte ^ 0xFF]))
+
+
+def test_files_changed_after_tensorflow_wrote_them_or_without_a_record_are_set_aside(
+    tmp_path, warnings
+):
+    data = bytes(range(256)) * 40
+    names = [f"xla_compile_cache__{i}__0__XLA_CPU_JIT.pb" for i in range(5)]
+    for name in names:
+        _written_by_tensorflow(tmp_path, name, data)
+    for name, offset in zip(names[:3], (0, len(data) // 2, len(data) - 1), strict=True):
+        _flipped(tmp_path / name, offset)  # the first byte, the middle one, the last one
+    os.utime(tmp_path / names[3], ns=(1, 1))  # touched (or copied): its bytes unchanged
+    (tmp_path / "xla_compile_cache__9__0__XLA_CPU_JIT.pb").write_bytes(data)  # no record
     (tmp_path / "notes.txt").write_bytes(b"not the cache's")
+
     assert xla_cache.enable({"RLFRAME_XLA_CACHE": str(tmp_path)}) == str(tmp_path)
-    assert sorted(os.listdir(tmp_path)) == ["notes.txt", "whole.pb"]
+
+    set_aside = [*names[:3], "xla_compile_cache__9__0__XLA_CPU_JIT.pb"]
+    damaged = tmp_path / xla_cache.DAMAGED
+    assert sorted(os.listdir(damaged)) == sorted(
+        [*set_aside, *(name + ".sha256" for name in names[:3])]
+    )
+    kept = names[3:]
+    assert sorted(os.listdir(tmp_path)) == sorted(
+        [xla_cache.DAMAGED, "notes.txt", *kept, *(name + ".sha256" for name in kept)]
+    )
+    (warning,) = warnings()
+    assert f"Set aside 4 file(s) of XLA's program cache in {damaged} " in warning
+    assert "(3 changed since TensorFlow wrote them, 1 without a recorded sha256)" in warning
+    assert xla_cache.enable({"RLFRAME_XLA_CACHE": str(tmp_path)}) == str(tmp_path)
+    assert len(warnings()) == 1  # the touched file's record was brought up to date
 
 
-def _train(cache: str, base_dir: str) -> subprocess.CompletedProcess:
+def test_a_file_renamed_into_place_is_recorded_again_and_one_changed_in_place_is_not(tmp_path):
+    path = _written_by_tensorflow(tmp_path, ENTRY, b"first compile")
+    _written_by_tensorflow(tmp_path, ENTRY, b"another process's compile")  # renamed over it
+    assert xla_cache.set_aside_unverified(str(tmp_path)) == []
+    _flipped(path, 3)
+    xla_cache.record_new_entries({"TF_XLA_FLAGS": f"{FLAG}={tmp_path}"})  # a run's next compile
+    assert xla_cache.set_aside_unverified(str(tmp_path)) == [ENTRY]
+
+
+# TensorFlow 2.21's errors for a cache it could not use (seen with a 2x2 jit_compile function).
+_TENSORFLOW_ERRORS = {
+    tf.errors.ResourceExhaustedError: "{folder}/" + ENTRY + "vm-1-2-3.tmp; No space left on device",
+    tf.errors.PermissionDeniedError: "{folder}/" + ENTRY + "vm-1-2-3.tmp; Read-only file system",
+    tf.errors.DataLossError: "Can't parse {folder}/" + ENTRY + " as binary proto",
+    tf.errors.InternalError: "Failed to parse serialized CpuAotCompilationResult.",
+}
+
+
+def test_tensorflows_errors_for_the_cache_become_one_paragraph_naming_it_and_the_way_out():
+    folder = "/cache/xla"
+    environ = {"TF_XLA_FLAGS": f"{FLAG}={folder}"}
+    for kind, message in _TENSORFLOW_ERRORS.items():
+        tensorflows = kind(None, None, message.format(folder=folder) + " [Op:__inference_f_13]")
+        explained = xla_cache.failure(tensorflows, environ)
+        assert isinstance(explained, OSError) and explained.filename == folder
+        assert explained.strerror.startswith("XLA's program cache failed this compile (")
+        assert message.format(folder=folder) in explained.strerror
+        assert "RLFRAME_XLA_CACHE=off turns the cache off" in explained.strerror
+        assert "\n" not in str(explained)
+        assert xla_cache.failure(tensorflows, {}) is None  # no cache: not the cache's doing
+    other = tf.errors.ResourceExhaustedError(None, None, "OOM when allocating /cache/xlaa")
+    assert xla_cache.failure(other, environ) is None
+
+
+def test_a_traced_call_raises_the_caches_failure_and_records_what_its_compile_wrote(
+    tmp_path, monkeypatch
+):
+    # TensorFlow reads TF_XLA_FLAGS once: a compile first, so that it keeps the session's folder.
+    tf.function(lambda: tf.constant(1.0) + 1, jit_compile=True)()
+    monkeypatch.setenv("TF_XLA_FLAGS", f"{FLAG}={tmp_path}")  # the folder the calls look at
+
+    def compile_failed(batch):
+        message = f"{tmp_path}/{ENTRY}vm.tmp; No space left on device"
+        tf.debugging.assert_equal(batch["x"][0, 0], -1.0, message=message)
+        return batch["x"]
+
+    spec = {"x": tf.TensorSpec([1, 2], tf.float32)}
+    for batch_spec in (spec, None):  # the first call of a traced one, any call of the other
+        call = TracedCall(compile_failed, batch_spec, jit_compile=False, use_direct_call=False)
+        with pytest.raises(xla_cache.XlaCacheError) as raised:
+            call({"x": tf.zeros([1, 2])})
+        assert raised.value.filename == str(tmp_path)
+
+    (tmp_path / ENTRY).write_bytes(b"written by this call's compile")
+    call = TracedCall(lambda batch: batch["x"] + 1, spec, jit_compile=False, use_direct_call=False)
+    call({"x": tf.zeros([1, 2])})
+    assert (tmp_path / (ENTRY + ".sha256")).exists()
+    assert xla_cache.set_aside_unverified(str(tmp_path)) == []
+
+
+def _run(
+    cache: str | None, base_dir: str, environ: dict | None = None
+) -> subprocess.CompletedProcess:
     """A PPO CartPole run of two learner calls (XLA-compiled) with `cache` as its XLA cache."""
-    drop = ("TF_XLA_FLAGS", "TF_CPP_MIN_LOG_LEVEL")  # the command line's own defaults
-    environ = {k: v for k, v in os.environ.items() if k not in drop}
-    environ["RLFRAME_XLA_CACHE"] = cache
+    drop = ("TF_XLA_FLAGS", "TF_CPP_MIN_LOG_LEVEL", "RLFRAME_XLA_CACHE")  # the command's own
+    environ = {k: v for k, v in os.environ.items() if k not in drop} | (environ or {})
+    if cache is not None:
+        environ["RLFRAME_XLA_CACHE"] = cache
     bindings = ["Runner.num_steps = 512", "Runner.eval_interval = 512", "Runner.eval_episodes = 1"]
-    completed = subprocess.run(
+    return subprocess.run(
         [sys.executable, "-m", "experiments.run", "--gin_file=gin_configs/ppo/cartpole.gin"]
         + [f"--gin_bindings={line}" for line in bindings]
         + ["--seed=3", f"--base_dir={base_dir}"],
@@ -93,41 +251,82 @@ def _train(cache: str, base_dir: str) -> subprocess.CompletedProcess:
         text=True,
         timeout=300,
     )
+
+
+def _train(cache: pathlib.Path | str, base_dir: pathlib.Path) -> tuple[dict, list[str]]:
+    """The run's learning scalars and the warnings it gave about XLA's program cache."""
+    completed = _run(str(cache), str(base_dir))
     assert completed.returncode == 0, completed.stderr[-3000:]
-    return completed
+    assert "Traceback" not in completed.stderr, completed.stderr
+    # The reader's text-format attempt stays out of the log.
+    assert "text_format" not in completed.stderr and "E0000" not in completed.stderr
+    scalars = read_scalars(str(base_dir))
+    scalars.pop("train/steps_per_second")
+    learned = {tag: v for tag, v in scalars.items() if tag.startswith(("train/", "eval/"))}
+    warned = [line for line in completed.stderr.splitlines() if "XLA's program cache" in line]
+    return learned, warned
 
 
-def _learning_scalars(base_dir: str) -> dict:
-    scalars = read_scalars(base_dir)
-    return {tag: values for tag, values in scalars.items() if tag.startswith(("train/", "eval/"))}
-
-
-def _files(folder) -> dict[str, tuple[int, int]]:
+def _files(folder: pathlib.Path) -> dict[str, tuple[int, int, int]]:
     return {
-        name: (os.stat(folder / name).st_mtime_ns, os.stat(folder / name).st_size)
-        for name in os.listdir(folder)
+        entry.name: (entry.stat().st_mtime_ns, entry.stat().st_size, entry.stat().st_ino)
+        for entry in os.scandir(folder)
     }
 
 
-def test_a_second_run_loads_the_first_runs_program_and_learns_the_same_numbers(tmp_path):
-    cache = tmp_path / "cache"
-    first = _train(str(cache), str(tmp_path / "first"))
-    compiled = _files(cache)
-    assert compiled and all(name.endswith(".pb") for name in compiled), compiled
-    second = _train(str(cache), str(tmp_path / "second"))
-    assert _files(cache) == compiled  # read, not compiled and written again
-    expected = _learning_scalars(str(tmp_path / "first"))
-    expected.pop("train/steps_per_second")
-    loaded = _learning_scalars(str(tmp_path / "second"))
-    loaded.pop("train/steps_per_second")
-    assert expected and loaded == expected  # bit for bit
-    for run in (first, second):  # the reader's text-format attempt stays out of the log
-        assert "text_format" not in run.stderr and "E0000" not in run.stderr, run.stderr
+@pytest.fixture(scope="module")
+def compiled(tmp_path_factory) -> tuple[pathlib.Path, dict]:
+    """A cache holding the program of a first run (compiled then), and that run's numbers."""
+    folder = tmp_path_factory.mktemp("compiled")
+    learned, warned = _train(folder / "cache", folder / "first")
+    assert learned and warned == []
+    return folder / "cache", learned
 
-    # A damaged file is removed and compiled again, where TensorFlow would fail the call.
-    (name,) = compiled
-    (cache / name).write_bytes((cache / name).read_bytes()[:100])
-    third = _train(str(cache), str(tmp_path / "third"))
-    assert "Removed a damaged file of XLA's program cache" in third.stderr
-    assert xla_cache.is_whole_message((cache / name).read_bytes())
-    assert _learning_scalars(str(tmp_path / "third")).get("train/loss") == expected["train/loss"]
+
+@pytest.mark.process
+def test_a_second_run_loads_the_first_runs_program_and_learns_the_same_numbers(compiled, tmp_path):
+    cache, expected = compiled
+    files = _files(cache)
+    programs = [name for name in files if name.endswith(".pb")]
+    assert programs and sorted(files) == sorted([*programs, *(p + ".sha256" for p in programs)])
+    assert _train(cache, tmp_path / "second") == (expected, [])  # bit for bit
+    assert _files(cache) == files  # read, not compiled and written or recorded again
+
+
+@pytest.mark.process
+def test_a_run_sets_a_damaged_program_aside_and_compiles_it_to_the_same_numbers(compiled, tmp_path):
+    cache, expected = tmp_path / "cache", compiled[1]
+    shutil.copytree(compiled[0], cache)  # new inodes: the records are checked, then renewed
+    (name,) = [name for name in os.listdir(cache) if name.endswith(".pb")]
+    # The last byte flipped: TensorFlow would fail the first learner call of every run
+    # ("Failed to parse serialized CpuAotCompilationResult").
+    _flipped(cache / name, os.path.getsize(cache / name) - 1)
+    damaged = (cache / name).read_bytes()
+    learned, (warning,) = _train(cache, tmp_path / "run")
+    assert learned == expected
+    assert f"Set aside 1 file(s) of XLA's program cache in {cache / 'damaged'}" in warning
+    assert (cache / xla_cache.DAMAGED / name).read_bytes() == damaged
+    assert xla_cache.set_aside_unverified(str(cache)) == []  # the new one is recorded
+
+
+@pytest.mark.process
+def test_runs_with_a_read_only_or_full_cache_folder_train_on_to_the_same_numbers(
+    compiled, tmp_path, tmpfs
+):
+    for folder in (tmpfs("read_only", "size=1m,ro"), _full(tmpfs("full", "size=64k"))):
+        learned, (warning,) = _train(folder, tmp_path / "runs" / folder.name)
+        assert learned == compiled[1]
+        assert f"XLA's program cache is off for this run: {folder} cannot be written" in warning
+
+
+@pytest.mark.process
+def test_a_cache_that_fails_a_compile_stops_the_run_with_one_paragraph(tmp_path, tmpfs):
+    # A cache folder set in TF_XLA_FLAGS is used as it is: full, it fails XLA's compile as a
+    # cache that fills during a run would.
+    full = _full(tmpfs("full", "size=64k"))
+    run = _run(None, str(tmp_path / "run"), {"TF_XLA_FLAGS": f"{FLAG}={full}"})
+    assert run.returncode == 1, run.stderr[-3000:]
+    assert "Traceback" not in run.stderr, run.stderr
+    (error,) = [line for line in run.stderr.splitlines() if "error:" in line]
+    assert error.startswith(f"experiments.run: error: Could not write {full}: XLA's program cache")
+    assert "No space left on device" in error and "RLFRAME_XLA_CACHE=off" in error
