@@ -163,9 +163,12 @@ def _is_list_of_strings(value: object) -> bool:
 
 def _disk_message(error: OSError) -> str:
     """One paragraph naming the path and what was being written (disk full, ...)."""
+    from framework.compiled.xla_cache import XlaCacheError
     from framework.storage.checkpointing import CheckpointWriteError
     from framework.storage.run_directory import RunFolderError
 
+    if isinstance(error, XlaCacheError):  # its own paragraph, which names the cache folder
+        return " ".join(error.strerror.split())
     if isinstance(error, CheckpointWriteError | RunFolderError):
         return " ".join(str(error).split())
     return (

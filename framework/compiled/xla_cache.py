@@ -202,9 +202,11 @@ def failure(error: Exception, environ: Mapping[str, str] = os.environ) -> XlaCac
         return None
     return XlaCacheError(
         errno.EIO,
-        f"XLA's program cache failed this compile ({message}). The next start checks the "
-        f"folder and goes on without it where it cannot be used; {ENVIRONMENT_VARIABLE}=off "
-        f"turns the cache off (and, for a folder set in TF_XLA_FLAGS, remove {_TENSORFLOW_FLAG})",
+        f"XLA's program cache in {directory} failed this compile ({message}). The run's last "
+        "complete checkpoint is intact: start the same command again to resume; the next start "
+        f"checks the folder and goes on without it where it cannot be used. "
+        f"{ENVIRONMENT_VARIABLE}=off turns the cache off (and, for a folder set in TF_XLA_FLAGS, "
+        f"remove {_TENSORFLOW_FLAG}).",
         directory,
     )
 

@@ -197,7 +197,9 @@ def test_tensorflows_errors_for_the_cache_become_one_paragraph_naming_it_and_the
         tensorflows = kind(None, None, message.format(folder=folder) + " [Op:__inference_f_13]")
         explained = xla_cache.failure(tensorflows, environ)
         assert isinstance(explained, OSError) and explained.filename == folder
-        assert explained.strerror.startswith("XLA's program cache failed this compile (")
+        assert explained.strerror.startswith(
+            f"XLA's program cache in {folder} failed this compile ("
+        )
         assert message.format(folder=folder) in explained.strerror
         assert "RLFRAME_XLA_CACHE=off turns the cache off" in explained.strerror
         assert "\n" not in str(explained)
@@ -328,5 +330,6 @@ def test_a_cache_that_fails_a_compile_stops_the_run_with_one_paragraph(tmp_path,
     assert run.returncode == 1, run.stderr[-3000:]
     assert "Traceback" not in run.stderr, run.stderr
     (error,) = [line for line in run.stderr.splitlines() if "error:" in line]
-    assert error.startswith(f"experiments.run: error: Could not write {full}: XLA's program cache")
+    assert error.startswith(f"experiments.run: error: XLA's program cache in {full} failed")
     assert "No space left on device" in error and "RLFRAME_XLA_CACHE=off" in error
+    assert "checkpoint is intact" in error
