@@ -60,7 +60,7 @@ def enable(environ: MutableMapping[str, str] = os.environ) -> str | None:
 def remove_damaged_files(directory: str) -> list[str]:
     """Removes the cache's files that are not whole serialised messages; returns their paths."""
     damaged = []
-    for path in glob.glob(os.path.join(directory, "*.pb")):
+    for path in glob.glob(os.path.join(glob.escape(directory), "*.pb")):
         with open(path, "rb") as file:
             whole = is_whole_message(file.read())
         if not whole:

@@ -35,7 +35,6 @@ import contextlib
 import datetime
 import errno
 import fcntl
-import glob
 import json
 import os
 import shlex
@@ -45,7 +44,7 @@ from typing import NamedTuple
 
 from absl import logging
 
-from framework.storage import checkpointing, progress_csv, summaries, trials
+from framework.storage import checkpointing, file_names, progress_csv, summaries, trials
 from framework.storage.atomic_files import atomic_write
 from framework.storage.event_reader import read_scalars
 
@@ -121,7 +120,7 @@ class RunDirectory:
         """Whether `path` looks like a run folder: a config or records (every run written by
         this framework has them), or a run's own event files (a sweep's are not a run)."""
         records = any(os.path.exists(os.path.join(path, name)) for name in (_CONFIG, _METADATA))
-        events = glob.glob(os.path.join(path, "*tfevents*"))
+        events = file_names.matching(path, "*tfevents*")
         return records or any(not event.endswith(summaries.SWEEP_SUFFIX) for event in events)
 
     # ----- the training process's side -------------------------------------------------------
@@ -305,7 +304,7 @@ class RunDirectory:
 
     def logged_its_session(self) -> bool:
         """Whether the run wrote its own HParams session (it got as far as starting)."""
-        paths = glob.glob(os.path.join(self.base_dir, "*tfevents*"))
+        paths = file_names.matching(self.base_dir, "*tfevents*")
         return any(os.path.basename(path) != _RESULT_EVENTS for path in paths)
 
     # ----- readers -----------------------------------------------------------------------------
