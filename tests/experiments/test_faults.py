@@ -139,6 +139,12 @@ BAD_CONFIGS = {
         ["LinearSchedule.start = 2.0"],
         ["DQNAgent.epsilon gives an exploration probability of 2 at environment step 0"],
     ),
+    # gymnasium reads a negative time limit as none: `evaluate` ran its first episode forever.
+    "a_negative_time_limit": (
+        DQN,
+        ["make_env.max_episode_steps = -1"],
+        ["make_env.max_episode_steps must be an integer >= 1, got -1 (int)."],
+    ),
 }
 
 
