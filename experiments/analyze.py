@@ -171,25 +171,24 @@ def load(paths: Sequence[str], finished_only: bool = True) -> tuple[list[Run], l
 
 
 def _read_run(folder: str, name: str, seed: int | None, values: dict) -> Run:
-    from framework.storage.run_directory import RunDirectory, RunFolderError
+    from framework.storage.run_directory import DamagedRecordError, RunDirectory, RunFolderError
 
     run_folder = RunDirectory(folder)
-    config = run_folder.read_config() or ""
-    try:
-        scalars = run_folder.scalars()
-    except RunFolderError as error:  # a retired layout: its paragraph says what to do
+    try:  # a retired layout, a damaged record: each one's paragraph says what to do
+        config = run_folder.read_config() or ""
+        return Run(
+            name=os.path.basename(folder),
+            trial=name,
+            seed=seed if seed is not None else _seed_of(run_folder, config),
+            folder=folder,
+            config=config,
+            values=values,
+            scalars=run_folder.scalars(),
+            key=run_folder.trial_key(),
+            started=run_folder.started(),
+        )
+    except (RunFolderError, DamagedRecordError) as error:
         raise RunError(str(error)) from None
-    return Run(
-        name=os.path.basename(folder),
-        trial=name,
-        seed=seed if seed is not None else _seed_of(run_folder, config),
-        folder=folder,
-        config=config,
-        values=values,
-        scalars=scalars,
-        key=run_folder.trial_key(),
-        started=run_folder.started(),
-    )
 
 
 def _in_trials(runs: list[Run]) -> list[Run]:
@@ -554,7 +553,7 @@ def analyze(
     runs_frame = run_table(runs, threshold, tag)
     trials_frame = trial_table(runs_frame, reps, seed)
     output_dir = output_dir or os.path.join(paths[0], "analysis")
-    os.makedirs(output_dir, exist_ok=True)
+    _make_output_dir(output_dir)
     files = [os.path.join(output_dir, name) for name in ("runs.csv", "trials.csv")]
     runs_frame.to_csv(files[0], index=False)
     trials_frame.to_csv(files[1], index=False)
@@ -594,6 +593,22 @@ def analyze(
         f.write(table + "\n")
     files.append(os.path.join(output_dir, "trials.md"))
     return Analysis(runs, runs_frame, trials_frame, threshold, table, files, comparison, notes)
+
+
+def _make_output_dir(output_dir: str) -> None:
+    """The folder for the tables and plots, made where missing; RunError where it cannot be."""
+    if os.path.exists(output_dir) and not os.path.isdir(output_dir):
+        reason = "it is a file"
+    else:
+        try:
+            os.makedirs(output_dir, exist_ok=True)
+            return
+        except OSError as error:
+            reason = f"{error.strerror or error} ({error.filename or output_dir})"
+    raise RunError(
+        f"--output_dir={output_dir} cannot hold the analysis's tables and plots: {reason}. "
+        "Give a folder (made if missing) where this user may write; nothing was written."
+    )
 
 
 def _define_flags():

@@ -57,16 +57,20 @@ def load(
     from framework.policy import Policy
     from framework.runner import run_seeds
     from framework.storage.checkpointing import CheckpointError, CheckpointMismatchError
-    from framework.storage.run_directory import RunDirectory
+    from framework.storage.run_directory import DamagedRecordError, RunDirectory
 
     which = checkpoint_choice(checkpoint)
     folder = RunDirectory(run_dir)
-    if not os.path.isdir(run_dir) or folder.read_config() is None:
+    try:
+        has_config = os.path.isdir(run_dir) and folder.read_config() is not None
+        starts = folder.starts() if has_config else []
+    except DamagedRecordError as error:
+        raise RunError(str(error)) from None
+    if not has_config:
         raise RunError(
             f"{run_dir!r} is not a run folder: it has no config.gin (a run folder is the "
             "--base_dir of `experiments.run`, printed when it starts, e.g. runs/dqn_cartpole_...)."
         )
-    starts = folder.starts()
     import_folders = config.recorded_import_folders(starts[-1]) if starts else []
     spaces = _configure(os.path.join(run_dir, "config.gin"), bindings, import_folders)
     factories = _factories()

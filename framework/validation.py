@@ -15,12 +15,18 @@ def _describe(value: object) -> str:
     return f"{value!r} ({type(value).__name__})"
 
 
+def _owner(owner: object) -> str:
+    """How a config names the owner: a part's class (`Runner`), or a configurable function's
+    name given as a string (`"make_env"`)."""
+    return owner if isinstance(owner, str) else type(owner).__name__
+
+
 def require_positive(owner: object, **values: int) -> None:
     """Raises ValueError naming `Owner.name` for anything but an integer of at least 1."""
     for name, value in values.items():
         if not _is_integer(value) or value < 1:
             raise ValueError(
-                f"{type(owner).__name__}.{name} must be an integer >= 1, got {_describe(value)}."
+                f"{_owner(owner)}.{name} must be an integer >= 1, got {_describe(value)}."
             )
 
 
@@ -29,7 +35,7 @@ def require_non_negative(owner: object, **values: int) -> None:
     for name, value in values.items():
         if not _is_integer(value) or value < 0:
             raise ValueError(
-                f"{type(owner).__name__}.{name} must be an integer >= 0, got {_describe(value)}."
+                f"{_owner(owner)}.{name} must be an integer >= 0, got {_describe(value)}."
             )
 
 
@@ -38,7 +44,7 @@ def require_unit_interval(owner: object, **values: float) -> None:
     for name, value in values.items():
         if not _is_number(value) or not 0.0 <= value <= 1.0:
             raise ValueError(
-                f"{type(owner).__name__}.{name} must be a number in [0, 1], got {_describe(value)}."
+                f"{_owner(owner)}.{name} must be a number in [0, 1], got {_describe(value)}."
             )
 
 

@@ -18,6 +18,7 @@ from gymnasium.envs.classic_control.cartpole import CartPoleEnv, CartPoleVectorE
 
 from framework import env_state
 from framework.parts import wrappers as _registered_wrappers  # noqa: F401  (with gin)
+from framework.validation import require_positive
 
 BANDIT_ID = "MultiArmedBandit-v0"
 
@@ -132,13 +133,16 @@ def make_env(
 ) -> gymnasium.Env:
     """Builds any registered gymnasium environment, unseeded.
 
-    `max_episode_steps` overrides the id's own time limit; None keeps the registered one.
+    `max_episode_steps` overrides the id's own time limit (gymnasium reads a negative one as
+    no limit, so it must be positive); None keeps the registered one.
     `render_mode` is gymnasium's ("rgb_array" for a video, "human" for a window).
     `env_kwargs` go to the environment's constructor (RL-Zoo's `env_kwargs`, e.g.
     `{'continuous': True}`); `wrappers` wrap it in order, innermost first
     (`[@wrappers.ClipAction, @NormalizeObservation]`, see `framework/parts/wrappers.py`).
     """
     _check_env_id(env_id, "make_env")
+    if max_episode_steps is not None:
+        require_positive("make_env", max_episode_steps=max_episode_steps)
     kwargs = _kwargs(env_kwargs, "make_env", reserved=("max_episode_steps", "render_mode"))
     if render_mode is not None:
         kwargs["render_mode"] = render_mode
@@ -196,6 +200,8 @@ def make_atari_env(
     `render_mode` renders the emulator's own RGB frames, not the preprocessed ones.
     """
     _check_env_id(env_id, "make_atari_env")
+    if max_episode_steps is not None:
+        require_positive("make_atari_env", max_episode_steps=max_episode_steps)
     # Frame skipping is done by AtariPreprocessing (which max-pools frames), not by the emulator.
     kwargs = _kwargs(
         env_kwargs, "make_atari_env", ("frameskip", "repeat_action_probability", "render_mode")

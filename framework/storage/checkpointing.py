@@ -18,7 +18,6 @@ A checkpoint of another format (an older layout of this code) is refused, never 
 
 from __future__ import annotations
 
-import glob
 import hashlib
 import json
 import os
@@ -32,7 +31,7 @@ import numpy as np
 import tensorflow as tf
 from absl import logging
 
-from framework.storage import atomic_files
+from framework.storage import atomic_files, file_names
 
 # 3: the runner over a driver ("runner", "driver", "rngs"; A3C's state under the runner's).
 FORMAT_VERSION = 3
@@ -46,7 +45,7 @@ def complete_steps(directory: str) -> list[int]:
     """Steps of the checkpoints in `directory` that have a completion marker, newest first
     (marked, not yet verified)."""
     steps = []
-    for marker in glob.glob(os.path.join(directory, "ckpt-*" + _MARKER_SUFFIX)):
+    for marker in file_names.matching(directory, "ckpt-*" + _MARKER_SUFFIX):
         match = re.fullmatch(r"ckpt-(\d+)" + re.escape(_MARKER_SUFFIX), os.path.basename(marker))
         if match:
             steps.append(int(match.group(1)))
@@ -263,7 +262,7 @@ class CheckpointStore:
         files = []
         if split["trackables"]:
             _tf_checkpoint(split["trackables"]).write(prefix)
-            files += sorted(glob.glob(prefix + ".index") + glob.glob(prefix + ".data-*"))
+            files += sorted(_files_of(prefix, ".index", ".data-*"))
             for path in files:
                 atomic_files.fsync(path)
         if split["arrays"]:
@@ -293,8 +292,8 @@ class CheckpointStore:
         complete = self.complete_steps()
         if complete:
             self._prune(keep=complete[0])
-        leftovers = glob.glob(os.path.join(self.directory, "ckpt-*"))
-        leftovers += glob.glob(os.path.join(self.directory, atomic_files.TEMP_PREFIX + "*"))
+        leftovers = file_names.matching(self.directory, "ckpt-*")
+        leftovers += file_names.matching(self.directory, atomic_files.TEMP_PREFIX + "*")
         for path in leftovers:
             found = re.match(r"ckpt-(\d+)(_temp)?", os.path.basename(path))
             if found and int(found.group(1)) in complete and not found.group(2):
@@ -339,7 +338,7 @@ class CheckpointStore:
                 f"No usable checkpoint in {self.directory} ({listed}). Nothing was deleted: "
                 "inspect or move the directory, or start the run in a new --base_dir."
             )
-        unmarked = glob.glob(os.path.join(self.directory, "ckpt-*" + _VALUES_SUFFIX))
+        unmarked = file_names.matching(self.directory, "ckpt-*" + _VALUES_SUFFIX)
         if unmarked:  # a run killed while writing its first checkpoint: that one never counted
             logging.warning("Ignoring unfinished checkpoint(s) %s; starting afresh.", unmarked)
         return None
@@ -386,15 +385,17 @@ class CheckpointStore:
         except Exception as error:  # any failure to read makes this one unusable
             raise _Unusable(f"{type(error).__name__}: {error}") from error
         if split["trackables"]:  # files whose hashes checked out: a failure is a misfit
-            try:
-                checkpoint = _tf_checkpoint(split["trackables"])
-                status = checkpoint.read(prefix)
-                status.assert_existing_objects_matched()
-                if partial:
-                    status.expect_partial()  # the rest of the run's state stays unread
-                _call_restored_hooks(checkpoint)
-            except Exception as error:
-                raise _Mismatched(f"{type(error).__name__}: {error}") from error
+            with file_names.tensorflow_readable(prefix) as readable:
+                try:
+                    checkpoint = _tf_checkpoint(split["trackables"])
+                    status = checkpoint.read(readable)
+                    status.assert_existing_objects_matched()
+                    if partial:
+                        status.expect_partial()  # the rest of the run's state stays unread
+                    _call_restored_hooks(checkpoint)
+                except Exception as error:
+                    reason = str(error).replace(readable, prefix)  # the path the user knows
+                    raise _Mismatched(f"{type(error).__name__}: {reason}") from error
         return saved
 
     def _read_marker(self, prefix: str) -> dict:
@@ -442,7 +443,7 @@ class CheckpointStore:
         target = os.path.join(self._damaged_directory, f"{stamp}-{os.getpid()}")
         os.makedirs(target)
         for prefix in prefixes:
-            for path in glob.glob(prefix + ".*"):
+            for path in _files_of(prefix, ".*"):
                 os.replace(path, os.path.join(target, os.path.basename(path)))
             logging.warning("Moved the damaged checkpoint %s to %s.", prefix, target)
 
@@ -458,8 +459,15 @@ class CheckpointStore:
         deletes its files."""
         if os.path.exists(prefix + _MARKER_SUFFIX):
             os.remove(prefix + _MARKER_SUFFIX)
-        for path in glob.glob(prefix + ".*") + glob.glob(prefix + "_temp*"):
+        for path in _files_of(prefix, ".*", "_temp*"):
             _delete(path)
+
+
+def _files_of(prefix: str, *patterns: str) -> list[str]:
+    """The files of the checkpoint at `prefix` whose names continue its name as one of
+    `patterns` does (".*": all of them)."""
+    folder, name = os.path.split(prefix)
+    return [path for pattern in patterns for path in file_names.matching(folder, name + pattern)]
 
 
 def _write_failure(error: OSError | tf.errors.OpError, prefix: str) -> str:

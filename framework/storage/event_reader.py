@@ -1,6 +1,5 @@
 """Reads a run's TensorBoard event files back into numbers (tests, benchmarks, analysis)."""
 
-import glob
 import os
 import struct
 
@@ -8,6 +7,8 @@ import numpy as np
 import tensorflow as tf
 from absl import logging
 from tensorboard.compat.proto import event_pb2
+
+from framework.storage import file_names
 
 _HEADER_BYTES, _FOOTER_BYTES = 12, 4  # TFRecord: length (8) + its CRC (4); data CRC (4)
 
@@ -64,7 +65,7 @@ def read_tags(run_dir: str) -> set[str]:
 
 def _event_files(run_dir: str) -> list[str]:
     """The event files in `run_dir` itself, in name order (TensorBoard's)."""
-    return sorted(glob.glob(os.path.join(glob.escape(os.fspath(run_dir)), "*tfevents*")))
+    return file_names.matching(run_dir, "*tfevents*")
 
 
 def final_value(scalars: dict[str, list[tuple[int, float]]], tag: str) -> float:

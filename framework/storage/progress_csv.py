@@ -7,7 +7,8 @@ step. A row is appended once its step is logged; a tag never seen before rewrite
 the wider header, atomically (`atomic_files`), so a kill leaves the old table or the new one. A
 resumed run keeps the rows up to the step it resumes from and drops the later ones, which it
 logs again, as its event files do (`summaries.supersede_events_after`); a row cut short by a
-kill is no row. Where the file goes is the run folder's decision (`run_directory.py`).
+kill is no row. A table this code cannot have written (not UTF-8, no header) is
+DamagedTableError. Where the file goes is the run folder's decision (`run_directory.py`).
 """
 
 import csv
@@ -22,8 +23,14 @@ from framework.storage import atomic_files
 STEP = "step"
 
 
+class DamagedTableError(ValueError):
+    """The table is not one this code writes (not UTF-8 text, or its first line not the
+    header); the message says what is wrong."""
+
+
 class ProgressTable:
-    """The table at `path`, continued from `resumed_step` (None: a new table)."""
+    """The table at `path`, continued from `resumed_step` (None: a new table); DamagedTableError
+    where the table to continue cannot be read."""
 
     def __init__(self, path: str, resumed_step: int | None):
         self.path = path
@@ -80,13 +87,20 @@ def _cell(value: float) -> str:
 def _read(path: str) -> tuple[list[str], list[dict[str, str]], bool]:
     """The header, the complete rows, and whether every line was one (a last line without its
     newline was cut short by a kill)."""
-    with open(path, newline="") as f:
-        lines = f.read().splitlines(keepends=True)
+    with open(path, "rb") as f:
+        data = f.read()
+    try:
+        lines = data.decode("utf-8").splitlines(keepends=True)
+    except UnicodeDecodeError as error:
+        raise DamagedTableError(f"not UTF-8 text ({error.reason} at byte {error.start})") from None
     intact = True
     if lines and not lines[-1].endswith("\n"):
         lines, intact = lines[:-1], False
     reader = csv.reader(lines)
     columns = next(reader, [STEP])
+    if columns[:1] != [STEP] or len(set(columns)) != len(columns):
+        first = lines[0].strip()[:60]
+        raise DamagedTableError(f"its first line is not the header (step, the tags): {first!r}")
     rows = []
     for cells in reader:
         if len(cells) != len(columns) or not cells[0].isdigit():

@@ -9,11 +9,13 @@ files, and the readers that analysis and sweeps use. Nothing else decides a path
                                     checkpoints differed from config.gin
       metadata.json                 {"starts": [...], "last_checkpoint": N}
       progress.csv                  the scalars of every log step as one table
-                                    (progress_csv.py), continued across resumes
+                                    (progress_csv.py), continued across resumes; a damaged
+                                    one is set aside and a new one begun
       checkpoints/                  complete-or-ignored checkpoints (checkpointing.py)
       checkpoints/damaged/          damaged checkpoints, set aside, never deleted
       best/                         the best evaluation's policy alone (weights and observation
-                                    statistics; no replay, no optimizer), outside the resume path
+                                    statistics; no replay, no optimizer), outside the resume path:
+                                    a damaged one is set aside, and the run resumes all the same
       evaluations/<time>-<which>/   what `experiments.evaluate --log` wrote (evaluate/ tags):
                                     its own TensorBoard run, never read as the run's curves
       events.out.tfevents.*         the run's event files: one TensorBoard run, its tags
@@ -35,7 +37,6 @@ import contextlib
 import datetime
 import errno
 import fcntl
-import glob
 import json
 import os
 import shlex
@@ -45,7 +46,8 @@ from typing import NamedTuple
 
 from absl import logging
 
-from framework.storage import checkpointing, progress_csv, summaries, trials
+from framework import config_sources
+from framework.storage import checkpointing, file_names, progress_csv, summaries, trials
 from framework.storage.atomic_files import atomic_write
 from framework.storage.event_reader import read_scalars
 
@@ -85,6 +87,10 @@ class DamagedRecordError(ValueError):
     file, what is wrong and what to do (the checkpoints are never touched)."""
 
 
+# The fields of a start's record that this code reads as text (`starts()`' users).
+_START_TEXTS = ("command", "working_folder", "started", "trial")
+
+
 def _reason(error: OSError) -> str:
     """What went wrong, in words, with the path that failed."""
     reasons = {
@@ -121,7 +127,7 @@ class RunDirectory:
         """Whether `path` looks like a run folder: a config or records (every run written by
         this framework has them), or a run's own event files (a sweep's are not a run)."""
         records = any(os.path.exists(os.path.join(path, name)) for name in (_CONFIG, _METADATA))
-        events = glob.glob(os.path.join(path, "*tfevents*"))
+        events = file_names.matching(path, "*tfevents*")
         return records or any(not event.endswith(summaries.SWEEP_SUFFIX) for event in events)
 
     # ----- the training process's side -------------------------------------------------------
@@ -192,8 +198,7 @@ class RunDirectory:
     def set_aside_checkpoints(self) -> str:
         """Moves checkpoints/, best/ and evaluations/ (whatever is left of them) to
         discarded/<time>/; returns where."""
-        target = self._discarded()
-        os.makedirs(target, exist_ok=True)
+        target = self._made_discarded()
         for folder in (self.checkpoint_dir, self.best_dir, self._evaluations_dir()):
             if os.path.exists(folder):
                 os.replace(folder, os.path.join(target, os.path.basename(folder)))
@@ -218,11 +223,21 @@ class RunDirectory:
     def keep_best_of(self, step: int | None) -> None:
         """A run resumed from `step` (None: from scratch) has a history up to it alone: a best
         snapshot taken after it is of a history it no longer has, and is set aside (the run
-        keeps its own best again as it evaluates; `record_start` names the one kept)."""
-        best = self.best()
-        if best is not None and (step is None or best["step"] > step):
-            target = self._discarded()
-            os.makedirs(target, exist_ok=True)
+        keeps its own best again as it evaluates; `record_start` names the one kept). So is a
+        damaged one, with a warning: the run never depends on it."""
+        best, problem = self._best_snapshot()
+        if problem is not None:
+            target = self._made_discarded()
+            os.replace(self.best_dir, os.path.join(target, _BEST))
+            logging.warning(
+                "The best policy's snapshot is damaged: %s Set it aside in %s. The run does not "
+                "depend on it and goes on; --checkpoint=best reads a new one once an evaluation "
+                "improves on the best return so far.",
+                problem,
+                target,
+            )
+        elif best is not None and (step is None or best["step"] > step):
+            target = self._made_discarded()
             os.replace(self.best_dir, os.path.join(target, _BEST))
             logging.info(
                 "Set the best policy of step %d aside in %s: this start continues from %s.",
@@ -283,13 +298,27 @@ class RunDirectory:
     def open_progress(self, resumed_step: int | None) -> progress_csv.ProgressTable:
         """progress.csv, continued as `open_writers` continues the event files: the rows up to
         `resumed_step` are kept and the later ones dropped; a start from scratch (None) sets an
-        earlier start's table aside, beside its event files."""
+        earlier start's table aside, beside its event files. A damaged table (not UTF-8, no
+        header) is set aside with a warning and a new one begun: its numbers are all in the
+        event files too, so nothing is lost, and a start never stops for want of it."""
         path = self.progress_path()
         if resumed_step is None and os.path.exists(path):
-            target = self._discarded()
-            os.makedirs(target, exist_ok=True)
+            os.replace(path, os.path.join(self._made_discarded(), _PROGRESS))
+        try:
+            return progress_csv.ProgressTable(path, resumed_step)
+        except progress_csv.DamagedTableError as error:
+            target = self._made_discarded()
             os.replace(path, os.path.join(target, _PROGRESS))
-        return progress_csv.ProgressTable(path, resumed_step)
+            logging.warning(
+                "%s is damaged: %s. Set it aside in %s; the new progress.csv holds the rows this "
+                "start logs, after step %d, and the earlier ones are in the run's event files "
+                "(TensorBoard, experiments.analyze) and in the file set aside.",
+                path,
+                error,
+                target,
+                resumed_step,
+            )
+            return progress_csv.ProgressTable(path, resumed_step)
 
     def progress_path(self) -> str:
         """Where the run's progress.csv is."""
@@ -305,14 +334,23 @@ class RunDirectory:
 
     def logged_its_session(self) -> bool:
         """Whether the run wrote its own HParams session (it got as far as starting)."""
-        paths = glob.glob(os.path.join(self.base_dir, "*tfevents*"))
+        paths = file_names.matching(self.base_dir, "*tfevents*")
         return any(os.path.basename(path) != _RESULT_EVENTS for path in paths)
 
     # ----- readers -----------------------------------------------------------------------------
 
     def read_config(self) -> str | None:
-        """config.gin as the latest start wrote it, or None."""
-        return self._read(os.path.join(self.base_dir, _CONFIG))
+        """config.gin as the latest start wrote it, or None; DamagedRecordError where gin cannot
+        read it."""
+        path = os.path.join(self.base_dir, _CONFIG)
+        text = self._read(path)
+        if text is not None:
+            try:
+                config_sources.statements(text, "the file")
+            except ValueError as error:
+                reason = str(error).rstrip(".")
+                raise self._damaged(path, f"gin cannot read it ({reason})") from None
+        return text
 
     def starts(self) -> list[dict]:
         """Every start's metadata (command, seed, versions, the step it resumed from)."""
@@ -350,14 +388,24 @@ class RunDirectory:
         return sorted(read_scalars(self.base_dir, tags={EVAL_RETURN}).get(EVAL_RETURN, []))
 
     def best(self) -> dict | None:
-        """The best evaluation's step, return and snapshot (read from the snapshot), or None."""
-        numbers = self._best_store().complete_steps()
+        """The best evaluation's step, return and snapshot (read from the snapshot), or None:
+        none yet, or a damaged one (which `keep_best_of` sets aside)."""
+        return self._best_snapshot()[0]
+
+    def _best_snapshot(self) -> tuple[dict | None, str | None]:
+        """`best()`, and what is wrong with the snapshot (a sentence) where it cannot be read:
+        its files are checked against their hashes, the policy's weights left unread."""
+        store = self._best_store()
+        numbers = store.complete_steps()
         if not numbers:
-            return None
+            return None, None
+        try:
+            values = store.read(numbers[0], {"step": 0, "eval_return": 0.0})
+        except checkpointing.CheckpointError as error:
+            return None, " ".join(str(error).split())
         snapshot = os.path.join(_BEST, f"ckpt-{numbers[0]}")
-        with open(os.path.join(self.base_dir, snapshot + ".values.json")) as f:
-            values = json.load(f)["values"]
-        return {"step": values["step"], "eval_return": values["eval_return"], "snapshot": snapshot}
+        best = {"step": values["step"], "eval_return": values["eval_return"], "snapshot": snapshot}
+        return best, None
 
     def read_policy(self, which: str | int, template: dict) -> PolicyRead:
         """Reads a driver's `policy_state()` (`template`) from the newest complete checkpoint
@@ -468,6 +516,12 @@ class RunDirectory:
     def _discarded(self) -> str:
         return os.path.join(self.base_dir, "discarded", time.strftime("%Y%m%d-%H%M%S"))
 
+    def _made_discarded(self) -> str:
+        """`_discarded()`, made."""
+        target = self._discarded()
+        os.makedirs(target, exist_ok=True)
+        return target
+
     def _metadata(self) -> dict:
         path = os.path.join(self.base_dir, _METADATA)
         text = self._read(path)
@@ -478,7 +532,10 @@ class RunDirectory:
         except ValueError as error:
             raise self._damaged(path, f"not JSON ({error})") from None
         if not isinstance(metadata, dict):
-            raise self._damaged(path, f"JSON, but a {type(metadata).__name__}, not an object")
+            raise self._damaged(path, f"JSON, but {_json_kind(metadata)}, not an object")
+        problem = _metadata_problem(metadata)
+        if problem:
+            raise self._damaged(path, f"JSON, but {problem}")
         return metadata
 
     def _damaged(self, path: str, what: str) -> DamagedRecordError:
@@ -491,8 +548,8 @@ class RunDirectory:
         return DamagedRecordError(
             f"{path} is damaged: {what}. It holds {meaning}; the checkpoints in "
             f"{self.checkpoint_dir} do not depend on it and nothing was changed. Move it aside "
-            f"(mv {path} {path}.damaged) and start the same command again: the run resumes from "
-            "its newest checkpoint and writes a new one."
+            f"(mv {path} {path}.damaged) and start the run's training command again: it resumes "
+            "from its newest checkpoint (a finished run stops there) and writes a new one."
         )
 
     def _write_metadata(self, **fields) -> None:
@@ -510,3 +567,29 @@ class RunDirectory:
         except UnicodeDecodeError as error:
             where = f"{error.reason} at byte {error.start}"
             raise self._damaged(path, f"not UTF-8 text ({where})") from None
+
+
+def _json_kind(value: object) -> str:
+    """A JSON value's kind in words ("a list", "a number")."""
+    kinds = {dict: "an object", list: "a list", str: "a string", bool: "a boolean"}
+    if value is None:
+        return "null"
+    return kinds.get(type(value), "a number")
+
+
+def _metadata_problem(metadata: dict) -> str | None:
+    """Where metadata.json's object is not what this code writes (in the fields it reads), in
+    words; None if nowhere."""
+    starts = metadata.get("starts", [])
+    if not isinstance(starts, list):
+        return f'its "starts" is {_json_kind(starts)}, not a list of objects'
+    for index, start in enumerate(starts):
+        if not isinstance(start, dict):
+            return f'its "starts" holds {_json_kind(start)} at position {index + 1}, not an object'
+        for field in _START_TEXTS:
+            if not isinstance(start.get(field, ""), str):
+                return f'start {index + 1}\'s "{field}" is {_json_kind(start[field])}, not text'
+    last = metadata.get("last_checkpoint")
+    if last is not None and (type(last) is not int or last < 0):
+        return f'its "last_checkpoint" is {last!r}, not an environment step'
+    return None

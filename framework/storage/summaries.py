@@ -6,7 +6,6 @@ where that folder is, is the run folder's decision (`framework/storage/run_direc
 """
 
 import dataclasses
-import glob
 import itertools
 import os
 import socket
@@ -21,7 +20,7 @@ from tensorboard.plugins.hparams import api as hp
 from tensorboard.plugins.scalar import metadata as scalar_metadata
 from tensorboard.plugins.text import summary_v2 as text_summary
 
-from framework.storage import atomic_files
+from framework.storage import atomic_files, file_names
 from framework.storage.event_reader import read_events
 
 _PENDING_SUFFIX = ".pending"  # no "tfevents" in the name: TensorBoard ignores it
@@ -183,7 +182,7 @@ def set_aside_events(folder: str, target: str) -> None:
 
 def _event_files(folder: str) -> list[str]:
     """The run's own event files in `folder` (not a sweep's records)."""
-    paths = glob.glob(os.path.join(folder, "*tfevents*"))
+    paths = file_names.matching(folder, "*tfevents*")
     return sorted(path for path in paths if not path.endswith(SWEEP_SUFFIX))
 
 

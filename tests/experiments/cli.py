@@ -1,6 +1,5 @@
 """Runs `python -m experiments.run` in a subprocess, for tests of the command line itself."""
 
-import glob
 import os
 import signal
 import subprocess
@@ -10,6 +9,7 @@ import time
 import numpy as np
 import tensorflow as tf
 
+from framework.storage import file_names
 from framework.storage.checkpointing import complete_steps
 
 REPO_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -46,9 +46,9 @@ def finish(process: subprocess.Popen, timeout: float = 240) -> str:
 
 
 def wait_for_first_checkpoint(process: subprocess.Popen, base_dir) -> None:
-    pattern = os.path.join(str(base_dir), "checkpoints", "*.complete")
+    checkpoints = os.path.join(str(base_dir), "checkpoints")
     deadline = time.monotonic() + 240
-    while not glob.glob(pattern):
+    while not complete_steps(checkpoints):
         assert process.poll() is None, "the run ended before its first checkpoint"
         assert time.monotonic() < deadline, "no checkpoint appeared"
         time.sleep(0.01)
@@ -67,14 +67,14 @@ def kill_after_first_checkpoint(process: subprocess.Popen, base_dir, delay: floa
 def final_weights(base_dir) -> dict[str, np.ndarray]:
     """Every variable of the newest complete checkpoint, by checkpoint key."""
     directory = os.path.join(str(base_dir), "checkpoints")
-    reader = tf.train.load_checkpoint(
-        os.path.join(directory, f"ckpt-{complete_steps(directory)[0]}")
-    )
-    return {
-        key: reader.get_tensor(key)
-        for key in reader.get_variable_to_shape_map()
-        if key != "_CHECKPOINTABLE_OBJECT_GRAPH"
-    }
+    prefix = os.path.join(directory, f"ckpt-{complete_steps(directory)[0]}")
+    with file_names.tensorflow_readable(prefix) as readable:  # a folder named lr[0.01] too
+        reader = tf.train.load_checkpoint(readable)
+        return {
+            key: reader.get_tensor(key)
+            for key in reader.get_variable_to_shape_map()
+            if key != "_CHECKPOINTABLE_OBJECT_GRAPH"
+        }
 
 
 def steps_of(scalars: dict[str, list[tuple[int, float]]], tag: str) -> list[int]:

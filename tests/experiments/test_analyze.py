@@ -173,6 +173,39 @@ def test_a_run_folder_of_the_retired_layout_stops_the_analysis_in_its_paragraph(
 
 
 @pytest.mark.parametrize(
+    ("record", "content", "what"),
+    [
+        ("metadata.json", '{"starts": {}}', 'JSON, but its "starts" is an object, not a list'),
+        ("config.gin", "Runner.seed = (1\n", "gin cannot read it (The file is incomplete: a '('"),
+    ],
+)
+def test_a_damaged_record_stops_the_analysis_in_its_paragraph(tmp_path, record, content, what):
+    _write_run(tmp_path / "runs" / "a", 0, [(1000, 10.0)], [(1000, 1000.0)])
+    damaged = tmp_path / "runs" / "a" / record
+    damaged.write_text(content)
+    with pytest.raises(RunError) as raised:
+        analyze.load([str(tmp_path / "runs")])
+    message = str(raised.value)
+    assert message.startswith(f"{damaged} is damaged: {what}"), message
+    assert f"(mv {damaged} {damaged}.damaged)" in message and "\n" not in message
+
+
+@pytest.mark.parametrize("where", ["a_file", "under_a_file"])
+def test_an_output_dir_that_cannot_be_a_folder_is_one_line(tmp_path, where):
+    _write_run(tmp_path / "runs" / "a", 0, [(1000, 10.0)], [(1000, 1000.0)])
+    (tmp_path / "file").write_text("not a folder")
+    output_dir = tmp_path / "file" if where == "a_file" else tmp_path / "file" / "analysis"
+    reason = "it is a file" if where == "a_file" else f"Not a directory ({output_dir})"
+    with pytest.raises(RunError) as raised:
+        analyze.analyze([str(tmp_path / "runs")], str(output_dir), reps=10)
+    assert str(raised.value) == (
+        f"--output_dir={output_dir} cannot hold the analysis's tables and plots: {reason}. Give "
+        "a folder (made if missing) where this user may write; nothing was written."
+    )
+    assert (tmp_path / "file").read_text() == "not a folder"
+
+
+@pytest.mark.parametrize(
     ("values", "axis"),
     [
         ([0.01, 0.001], "log"),  # a learning rate a decade apart

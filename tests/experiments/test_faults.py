@@ -1,9 +1,11 @@
 """Bad input and faults: one paragraph naming the culprit, nothing left behind, nothing lost."""
 
+import csv
 import errno
 import glob
 import json
 import os
+import pathlib
 import re
 import shutil
 import subprocess
@@ -136,6 +138,12 @@ BAD_CONFIGS = {
         DQN,
         ["LinearSchedule.start = 2.0"],
         ["DQNAgent.epsilon gives an exploration probability of 2 at environment step 0"],
+    ),
+    # gymnasium reads a negative time limit as none: `evaluate` ran its first episode forever.
+    "a_negative_time_limit": (
+        DQN,
+        ["make_env.max_episode_steps = -1"],
+        ["make_env.max_episode_steps must be an integer >= 1, got -1 (int)."],
     ),
 }
 
@@ -447,8 +455,23 @@ def test_metadata_records_the_last_checkpoint_outside_checkpoints(tmp_path):
 DAMAGED_RECORDS = [  # (file, content, what the paragraph says is wrong)
     ("metadata.json", b"", "metadata.json is damaged: not JSON"),
     ("metadata.json", b'{"starts": [\xff\xfe]}', "metadata.json is damaged: not UTF-8 text"),
-    ("metadata.json", b"[1, 2]", "metadata.json is damaged: JSON, but a list"),
+    ("metadata.json", b"[1, 2]", "metadata.json is damaged: JSON, but a list, not an object"),
+    (
+        "metadata.json",
+        b'{"starts": {}}',
+        'metadata.json is damaged: JSON, but its "starts" is an object, not a list of objects',
+    ),
+    (
+        "metadata.json",
+        b'{"starts": [1, 2]}',
+        'metadata.json is damaged: JSON, but its "starts" holds a number at position 1',
+    ),
     ("config.gin", b"Runner.num_steps = \xff\xfe", "config.gin is damaged: not UTF-8 text"),
+    (
+        "config.gin",
+        b"<html><body>Not found</body></html>\n",
+        "config.gin is damaged: gin cannot read it (Bad gin syntax in the file: ",
+    ),
 ]
 
 
@@ -461,14 +484,64 @@ def test_a_damaged_record_is_one_paragraph_that_loses_no_checkpoint(tmp_path):
         (run / record).write_bytes(content)
         checkpoints = sorted(os.listdir(run / "checkpoints"))
         for start_afresh in (False, True):
-            with pytest.raises(experiments.RunError, match=what) as raised:
+            with pytest.raises(experiments.RunError, match=re.escape(what)) as raised:
                 experiments.train(BANDIT, TINY, str(run), start_afresh=start_afresh)
             assert f"mv {run / record} {run / record}.damaged" in str(raised.value)
             assert sorted(os.listdir(run / "checkpoints")) == checkpoints
             assert (run / record).read_bytes() == content
+        with pytest.raises(experiments.RunError, match=re.escape(what)):  # evaluate's way in
+            experiments.load(str(run))
     (run / record).rename(run / f"{record}.damaged")  # as the paragraph says
     longer = [*TINY[1:], "Runner.num_steps = 400"]
     assert experiments.train(BANDIT, longer, str(run)).resumed_from == 300
+
+
+def _values_of_the_best_snapshot(run) -> pathlib.Path:
+    (values,) = (run / "best").glob("*.values.json")
+    return values
+
+
+DAMAGED_SIDE_RECORDS = {  # what a start sets aside, warning, to go on: (file, damage, warning)
+    "an_emptied_best_snapshot": (_values_of_the_best_snapshot, b"", "snapshot is damaged: "),
+    "a_garbled_best_snapshot": (
+        _values_of_the_best_snapshot,
+        b'{"values": {"step": 2',
+        "does not match its recorded hash",
+    ),
+    "a_progress_table_not_utf8": (
+        lambda run: run / "progress.csv",
+        b"step,train/loss\n100,\xff\xfe\n",
+        "progress.csv is damaged: not UTF-8 text",
+    ),
+    "a_progress_table_without_its_header": (
+        lambda run: run / "progress.csv",
+        b"100,0.5\n200,0.25\n",
+        "progress.csv is damaged: its first line is not the header (step, the tags): '100,0.5'",
+    ),
+}
+
+
+def test_a_damaged_best_snapshot_or_progress_table_is_set_aside_and_the_resume_goes_on(
+    tmp_path, caplog
+):
+    """Resuming never depends on best/ nor on progress.csv: each is set aside, kept as it was,
+    with a warning; a new progress.csv holds the rows of the resumed start."""
+    trained = tmp_path / "trained"
+    experiments.train(BANDIT, TINY, str(trained))
+    longer = [*TINY[1:], "Runner.num_steps = 400"]
+    for case, (where, content, warning) in DAMAGED_SIDE_RECORDS.items():
+        run = tmp_path / case
+        shutil.copytree(trained, run)
+        damaged = where(run)
+        damaged.write_bytes(content)
+        caplog.clear()
+        assert experiments.train(BANDIT, longer, str(run)).resumed_from == 300, case
+        assert warning in caplog.text, case
+        (kept,) = (run / "discarded").glob(f"*/{damaged.relative_to(run)}")
+        assert kept.read_bytes() == content, case
+        with open(run / "progress.csv", newline="") as f:
+            steps = [int(row["step"]) for row in csv.DictReader(f)]
+        assert steps[-1] == 400 and steps[0] == (400 if "progress" in case else 100), case
 
 
 def test_a_missing_metadata_file_is_said_and_the_run_resumes(tmp_path, caplog):

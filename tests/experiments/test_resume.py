@@ -1,5 +1,6 @@
 """A SIGKILLed run, started again, ends exactly where the uninterrupted run ends."""
 
+import csv
 import random
 import re
 import signal
@@ -8,6 +9,7 @@ import time
 import numpy as np
 import pytest
 
+from framework.storage.checkpointing import complete_steps
 from framework.storage.event_reader import read_scalars, read_tags
 from tests.experiments import cli
 
@@ -116,6 +118,32 @@ LOSSES = {  # where not "train/loss"
     ],
 )
 def test_killed_run_resumes_bitwise_identically(tmp_path, agent, num_envs):
+    _assert_killed_run_resumes_bitwise(tmp_path, agent, num_envs)
+
+
+def test_a_run_folder_named_like_a_pattern_resumes_bitwise(tmp_path):
+    """`lr[0.01]` names a folder, never a pattern: its checkpoints are found (a pattern built
+    from the folder found none, and the run trained from step 0 over its history), pruned to
+    max_to_keep and restored, its event files continued, not set aside."""
+    base_dir = tmp_path / "lr[0.01]"
+    _assert_killed_run_resumes_bitwise(base_dir, "dqn", 1)
+    killed = base_dir / "killed"
+    assert complete_steps(str(killed / "checkpoints")) == [5000, 4500, 3000]  # 1500 pruned
+    assert not list(killed.rglob("*set-aside-events*"))
+    tables = [_progress(base_dir / name) for name in ("uninterrupted", "killed")]
+    assert tables[0] == tables[1]
+
+
+def _progress(base_dir) -> list[dict[str, str]]:
+    """progress.csv's rows without the throughput, which the clock decides."""
+    with open(base_dir / "progress.csv", newline="") as f:
+        return [
+            {tag: cell for tag, cell in row.items() if tag != "train/steps_per_second"}
+            for row in csv.DictReader(f)
+        ]
+
+
+def _assert_killed_run_resumes_bitwise(tmp_path, agent: str, num_envs: int) -> None:
     gin_file, bindings = CASES[agent]
     bindings = [*bindings, f"Runner.num_envs = {num_envs}"]
     uninterrupted = cli.start(tmp_path / "uninterrupted", gin_file, bindings)

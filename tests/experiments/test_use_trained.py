@@ -395,6 +395,8 @@ def _damaged_copy(run: str, tmp_path) -> str:
         ("a config that no longer builds", "does not build with this code"),
         ("other spaces", "its networks cannot take them"),
         ("a bad checkpoint name", "is not a checkpoint"),
+        # gymnasium reads it as no limit: evaluate's first episode ran forever.
+        ("a negative time limit", "make_env.max_episode_steps must be an integer >= 1, got -1"),
     ],
 )
 def test_bad_input_gets_one_paragraph_and_changes_nothing(runs, tmp_path, case, message):
@@ -420,6 +422,8 @@ def test_bad_input_gets_one_paragraph_and_changes_nothing(runs, tmp_path, case, 
             f.write("DQNAgent.gammma = 0.9\n")
     elif case == "other spaces":
         bindings = ["make_env.env_id = 'Acrobot-v1'"]
+    elif case == "a negative time limit":
+        bindings = ["make_env.max_episode_steps = -1"]
     else:
         checkpoint = "newest"
     before = _files(run)

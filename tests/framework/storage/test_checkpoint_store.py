@@ -173,6 +173,29 @@ def test_only_the_newest_max_to_keep_are_kept(tmp_path):
     assert sorted({name.split(".")[0] for name in os.listdir(tmp_path)}) == ["ckpt-3", "ckpt-4"]
 
 
+def test_a_folder_named_like_a_pattern_finds_prunes_tidies_and_restores_its_checkpoints(tmp_path):
+    """`lr[0.01]*?` names a folder, never a pattern: a pattern built from it matched none of
+    its checkpoints, so a resume started from step 0 and nothing was ever pruned."""
+    directory = tmp_path / "lr[0.01]*?" / "checkpoints"
+    store = _store(str(directory), max_to_keep=2)
+    saved = {step: _state(step) for step in range(1, 5)}
+    for step, state in saved.items():
+        store.save(step, state)
+    assert store.complete_steps() == [4, 3]
+    assert sorted({name.split(".")[0] for name in os.listdir(directory)}) == ["ckpt-3", "ckpt-4"]
+    _damage(str(directory / "ckpt-4.values.json"), "alter")
+    (directory / "ckpt-5.index").write_bytes(b"an unfinished write")
+    state = _state(9)
+    step, loaded = store.restore_latest(state)
+    assert step == 3
+    _assert_restored(state, loaded, saved[3])
+    (moved,) = os.listdir(directory / "damaged")  # the damaged one, all its files set aside
+    suffixes = [".arrays.npz", ".complete", ".data-00000-of-00001", ".index", ".values.json"]
+    assert sorted(os.listdir(directory / "damaged" / moved)) == [f"ckpt-4{s}" for s in suffixes]
+    store.tidy()
+    assert sorted(os.listdir(directory)) == [*(f"ckpt-3{s}" for s in suffixes), "damaged"]
+
+
 def test_an_older_format_is_refused_without_reading_or_moving_anything(tmp_path):
     extras = tmp_path / "ckpt-5.extras"  # format 1: extras folder, marker without a version
     extras.mkdir()
