@@ -44,6 +44,7 @@ KINDS = {
     "gradient_processors": "Gradient processors",
     "optimizers": "Optimizers and schedules",
     "replay": "Replay",
+    "replay_schedule": "Replay schedules (when DQN, DDPG/TD3 and SAC train)",
     "exploration": "Exploration",
     "squashed_gaussian": "Action distributions: the squashed Gaussian (SAC's policy)",
     "environments": "Environments",
