@@ -39,7 +39,7 @@ from framework.parts.replay import UniformReplay
 from framework.parts.replay_schedule import ReplaySchedule
 from framework.parts.target_updaters import SoftUpdate, TargetUpdater
 from framework.parts.targets import MinCriticTarget
-from framework.validation import require_positive
+from framework.validation import require_non_negative_number, require_positive
 
 
 @gin.configurable
@@ -97,11 +97,12 @@ class DDPGAgent(ActorCriticReplayAgent):
             schedule=schedule,
         )
         require_positive(self, num_critics=num_critics, actor_every=actor_every)
-        for name, value in dict(
-            target_noise=target_noise, target_noise_clip=target_noise_clip, critic_l2=critic_l2
-        ).items():
-            if not (isinstance(value, int | float) and value >= 0):
-                raise ValueError(f"DDPGAgent.{name} must be a number >= 0, got {value!r}.")
+        require_non_negative_number(
+            self,
+            target_noise=target_noise,
+            target_noise_clip=target_noise_clip,
+            critic_l2=critic_l2,
+        )
         self.target_noise = target_noise  # in units of the action half-range, as every noise
         self.target_noise_clip = target_noise_clip
         self.critic_l2 = critic_l2

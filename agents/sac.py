@@ -51,7 +51,7 @@ from framework.parts.replay_schedule import ReplaySchedule
 from framework.parts.squashed_gaussian import SquashedGaussian
 from framework.parts.target_updaters import SoftUpdate, TargetUpdater
 from framework.parts.targets import MinCriticTarget
-from framework.validation import require_positive
+from framework.validation import require_positive, require_positive_number
 
 
 @gin.configurable
@@ -109,10 +109,7 @@ class SACAgent(ActorCriticReplayAgent):
             schedule=schedule,
         )
         require_positive(self, num_critics=num_critics)
-        if not (isinstance(initial_temperature, int | float) and initial_temperature > 0):
-            raise ValueError(
-                f"SACAgent.initial_temperature must be a number > 0, got {initial_temperature!r}."
-            )
+        require_positive_number(self, initial_temperature=initial_temperature)
         if target_entropy is None:
             target_entropy = -float(self.action_size)
         if not isinstance(target_entropy, int | float) or isinstance(target_entropy, bool):

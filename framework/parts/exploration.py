@@ -13,6 +13,8 @@ from collections.abc import Callable
 import gin
 import numpy as np
 
+from framework.validation import require_non_negative_number
+
 
 def softmax(logits: np.ndarray) -> np.ndarray:
     """Action probabilities of a softmax policy, row by row."""
@@ -129,8 +131,7 @@ class OrnsteinUhlenbeckNoise:
                 f"OrnsteinUhlenbeckNoise: theta * dt must be in (0, 2) for a stationary "
                 f"process, got theta={theta}, dt={dt}."
             )
-        if sigma < 0:
-            raise ValueError(f"OrnsteinUhlenbeckNoise.sigma must be >= 0, got {sigma}.")
+        require_non_negative_number(self, sigma=sigma)
         self.theta, self.sigma, self.dt = theta, sigma, dt
         self._x = np.zeros((0, 0))  # [N, A], allocated at the first call
 

@@ -58,7 +58,7 @@ BAD_CONFIGS = {
     "negative_learning_rate": (
         BANDIT,
         ["optimizers.Adam.learning_rate = -0.1"],
-        ["optimizers.Adam.learning_rate must be > 0, got -0.1."],
+        ["optimizers.Adam.learning_rate must be a number > 0, got -0.1 (float)."],
     ),
     "replay_below_batch": (
         DQN,
