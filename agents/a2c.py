@@ -30,6 +30,7 @@ from framework.parts.losses import PolicyGradientLoss, TDMSELoss
 from framework.parts.returns import NStepReturns, Rollout, merge_time_and_envs
 from framework.validation import (
     require_discrete,
+    require_non_negative_number,
     require_positive,
     require_unit_interval,
 )
@@ -112,8 +113,7 @@ class A2CAgent(RolloutAgent):
         super().__init__(observation_space, action_space, seed)
         require_positive(self, n_steps=n_steps)
         require_unit_interval(self, gamma=gamma)
-        if not value_loss_coef >= 0:  # a float: `require_non_negative` takes integers
-            raise ValueError(f"A2CAgent.value_loss_coef must be >= 0, got {value_loss_coef}.")
+        require_non_negative_number(self, value_loss_coef=value_loss_coef)
         self.num_actions = require_discrete(self, action_space)
         self.network = network(observation_space.shape, self.num_actions)
         self.loss = ActorCriticLoss(

@@ -36,9 +36,10 @@ from framework.parts.exploration import GaussianNoise
 from framework.parts.gradient_processors import GradientProcessor
 from framework.parts.losses import DeterministicPolicyLoss, TDMSELoss
 from framework.parts.replay import UniformReplay
+from framework.parts.replay_schedule import ReplaySchedule
 from framework.parts.target_updaters import SoftUpdate, TargetUpdater
 from framework.parts.targets import MinCriticTarget
-from framework.validation import require_positive
+from framework.validation import require_non_negative_number, require_positive
 
 
 @gin.configurable
@@ -82,10 +83,9 @@ class DDPGAgent(ActorCriticReplayAgent):
         critic_l2: float = 0.0,
         gamma: float = 0.99,
         n_step: int = 1,
-        batch_size: int = 256,
-        learning_starts: int = 1_000,
-        train_freq: int = 1,
-        gradient_steps: int = 1,
+        schedule: ReplaySchedule = ReplaySchedule(
+            learning_starts=1_000, train_freq=1, gradient_steps=1, batch_size=256
+        ),
     ):
         super().__init__(
             observation_space,
@@ -94,17 +94,15 @@ class DDPGAgent(ActorCriticReplayAgent):
             replay,
             gamma=gamma,
             n_step=n_step,
-            batch_size=batch_size,
-            learning_starts=learning_starts,
-            train_freq=train_freq,
-            gradient_steps=gradient_steps,
+            schedule=schedule,
         )
         require_positive(self, num_critics=num_critics, actor_every=actor_every)
-        for name, value in dict(
-            target_noise=target_noise, target_noise_clip=target_noise_clip, critic_l2=critic_l2
-        ).items():
-            if not (isinstance(value, int | float) and value >= 0):
-                raise ValueError(f"DDPGAgent.{name} must be a number >= 0, got {value!r}.")
+        require_non_negative_number(
+            self,
+            target_noise=target_noise,
+            target_noise_clip=target_noise_clip,
+            critic_l2=critic_l2,
+        )
         self.target_noise = target_noise  # in units of the action half-range, as every noise
         self.target_noise_clip = target_noise_clip
         self.critic_l2 = critic_l2
@@ -148,7 +146,7 @@ class DDPGAgent(ActorCriticReplayAgent):
     def act(self, observations: np.ndarray, explore: bool) -> np.ndarray:
         if not explore:
             return self.acting(observations).astype(np.float32)  # [N, A]
-        if self.steps < self.learning_starts:
+        if self.steps < self.schedule.learning_starts:
             return self.warm_up_actions(observations)
         shape = (len(observations), self.action_size)
         noisy = self.acting(observations) + self.half_range * self.noise(self.rng, shape)

@@ -38,6 +38,7 @@ from framework.parts.exploration import (
 from framework.parts.gradient_processors import GradientProcessor
 from framework.parts.losses import TDHuberLoss
 from framework.parts.replay import UniformReplay
+from framework.parts.replay_schedule import ReplaySchedule
 from framework.parts.target_updaters import HardUpdate, TargetUpdater
 from framework.parts.targets import QLearningTarget
 from framework.validation import (
@@ -74,22 +75,12 @@ class DQNAgent(ReplayAgent):
         eval_epsilon: float = 0.0,
         gamma: float = 0.99,
         n_step: int = 1,
-        batch_size: int = 64,
-        learning_starts: int = 1_000,
-        train_freq: int = 4,
-        gradient_steps: int = 1,
+        schedule: ReplaySchedule = ReplaySchedule(
+            learning_starts=1_000, train_freq=4, gradient_steps=1, batch_size=64
+        ),
         checkpoint_replay: bool = True,
     ):
-        super().__init__(
-            observation_space,
-            action_space,
-            seed,
-            batch_size=batch_size,
-            learning_starts=learning_starts,
-            train_freq=train_freq,
-            gradient_steps=gradient_steps,
-            checkpoint_replay=checkpoint_replay,
-        )
+        super().__init__(observation_space, action_space, seed, schedule, checkpoint_replay)
         require_positive(self, n_step=n_step)
         require_unit_interval(self, gamma=gamma, eval_epsilon=eval_epsilon)
         self.num_actions = require_discrete(self, action_space)
@@ -112,7 +103,7 @@ class DQNAgent(ReplayAgent):
         self.check_replay()
         self.acting = acting.forward(self.online)
         # A prioritized replay's batches carry importance weights: [gradient steps, batch].
-        weight = {"weight": tf.TensorSpec([None, batch_size], tf.float32)}
+        weight = {"weight": tf.TensorSpec([None, schedule.batch_size], tf.float32)}
         self.learner = Learner(
             UpdateGroup(
                 self._loss,

@@ -1,6 +1,6 @@
-"""What DQN, DDPG/TD3 and SAC share: transitions go to a replay; `gradient_steps` for every
-multiple of `train_freq` transitions crossed after `learning_starts` (a vector step of N
-transitions may cross several), all of a call's batches sampled at once and run by the learner
+"""What DQN, DDPG/TD3 and SAC share: transitions go to a replay; the batches its
+`ReplaySchedule` makes due (`gradient_steps` for every multiple of `train_freq` transitions
+crossed after `learning_starts`) are sampled at once at the next update and run by the learner
 in one compiled call, after which acting reads the new weights from the call's published copy.
 A prioritized replay gets the call's per-sample errors back (`Learner.per_sample`) for the
 indices it drew. DDPG/TD3 and SAC share more (`ActorCriticReplayAgent`): a bounded Box's
@@ -15,17 +15,13 @@ import keras
 import numpy as np
 import tensorflow as tf
 
-from framework.agent import Agent, Health, Metrics, State, VectorStep, training_calls_due
+from framework.agent import Agent, Health, Metrics, State, VectorStep
 from framework.learner import Learner, UpdateGroup
 from framework.parts.acting import ActingCopy
 from framework.parts.gradient_processors import GradientProcessor
 from framework.parts.replay import UniformReplay
-from framework.validation import (
-    require_bounded_box,
-    require_non_negative,
-    require_positive,
-    require_unit_interval,
-)
+from framework.parts.replay_schedule import ReplaySchedule
+from framework.validation import require_bounded_box, require_positive, require_unit_interval
 
 
 class ReplayAgent(Agent):
@@ -45,24 +41,19 @@ class ReplayAgent(Agent):
         observation_space: gym.Space,
         action_space: gym.Space,
         seed: int,
-        batch_size: int,
-        learning_starts: int,
-        train_freq: int,
-        gradient_steps: int,
+        schedule: ReplaySchedule,
         checkpoint_replay: bool = True,
     ):
         super().__init__(observation_space, action_space, seed)
-        require_positive(
-            self, batch_size=batch_size, train_freq=train_freq, gradient_steps=gradient_steps
-        )
-        require_non_negative(self, learning_starts=learning_starts)
-        self.batch_size = batch_size
-        self.learning_starts = learning_starts
-        self.train_freq = train_freq
-        self.gradient_steps = gradient_steps
+        if not isinstance(schedule, ReplaySchedule):
+            raise ValueError(
+                f"{type(self).__name__}.schedule must be a ReplaySchedule (bind "
+                f"@ReplaySchedule(), with the parentheses), got {schedule!r}."
+            )
+        self.schedule = schedule
         self.checkpoint_replay = checkpoint_replay
         self.steps = 0  # transitions observed; drives exploration and the training schedule
-        self._due_calls = 0  # training calls due since the last update
+        self._due_batches = 0  # batches due since the last update
 
     def check_replay(self) -> None:
         """A replay smaller than a batch would repeat transitions in every batch; a prioritized
@@ -73,17 +64,17 @@ class ReplayAgent(Agent):
                 f"({type(self.replay).__name__}): its loss neither weighs samples nor gives "
                 "their errors back. Use UniformReplay, or DQNAgent for prioritized replay."
             )
-        if self.replay.capacity < self.batch_size:
+        if self.replay.capacity < self.schedule.batch_size:
             raise ValueError(
-                f"The replay's capacity ({self.replay.capacity}) is below "
-                f"{type(self).__name__}.batch_size ({self.batch_size}): every batch would "
+                f"The replay's capacity ({self.replay.capacity}) is below {type(self).__name__}'s "
+                f"ReplaySchedule.batch_size ({self.schedule.batch_size}): every batch would "
                 "repeat transitions. Raise UniformReplay.capacity or lower the batch size."
             )
 
     def batch_spec(self, action: tf.TensorSpec) -> dict[str, tf.TensorSpec]:
         """The learner's batches `[gradient steps, batch, ...]` of transitions, `action` the spec
         of one action: any number of steps, one trace."""
-        space, size = self.observation_space, self.batch_size
+        space, size = self.observation_space, self.schedule.batch_size
         observation = tf.TensorSpec([None, size, *space.shape], tf.as_dtype(space.dtype))
         return {
             "observation": observation,
@@ -96,18 +87,16 @@ class ReplayAgent(Agent):
     def observe(self, step: VectorStep) -> None:
         self.replay.add(step)
         before, self.steps = self.steps, self.steps + step.num_envs
-        self._due_calls += training_calls_due(
-            before, self.steps, self.train_freq, self.learning_starts
-        )
+        self._due_batches += self.schedule.batches_due(before, self.steps)
 
     def interrupt_episodes(self) -> None:
         self.replay.end_episodes()
 
     def update(self, env_steps: int) -> tuple[Metrics, Health]:
-        calls, self._due_calls = self._due_calls, 0
-        if not calls or len(self.replay) == 0:  # n-step windows fill only after n steps
+        due, self._due_batches = self._due_batches, 0
+        if not due or len(self.replay) == 0:  # n-step windows fill only after n steps
             return {}, Health()
-        batches = self.replay.sample_stack(calls * self.gradient_steps, self.batch_size, self.rng)
+        batches = self.replay.sample_stack(due, self.schedule.batch_size, self.rng)
         metrics, health = self.learner.run(batches, env_steps)
         if self.replay.prioritized:
             self.replay.update_priorities(self.learner.per_sample["error"])
@@ -174,20 +163,9 @@ class ActorCriticReplayAgent(ReplayAgent):
         replay: Callable[..., UniformReplay],
         gamma: float,
         n_step: int,
-        batch_size: int,
-        learning_starts: int,
-        train_freq: int,
-        gradient_steps: int,
+        schedule: ReplaySchedule,
     ):
-        super().__init__(
-            observation_space,
-            action_space,
-            seed,
-            batch_size=batch_size,
-            learning_starts=learning_starts,
-            train_freq=train_freq,
-            gradient_steps=gradient_steps,
-        )
+        super().__init__(observation_space, action_space, seed, schedule)
         require_positive(self, n_step=n_step)
         require_unit_interval(self, gamma=gamma)
         self.low, self.high = require_bounded_box(self, action_space)  # [A] float32 each

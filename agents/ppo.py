@@ -36,7 +36,13 @@ from framework.parts.minibatches import ShuffledMinibatches
 from framework.parts.optimizers import Schedule, TorchAdam
 from framework.parts.policy_losses import ClippedSurrogateLoss, EntropyBonus, ValueLoss
 from framework.parts.returns import GAE, Rollout, merge_time_and_envs
-from framework.validation import require_box_observations, require_positive, require_unit_interval
+from framework.validation import (
+    require_box_observations,
+    require_non_negative_number,
+    require_positive,
+    require_positive_number,
+    require_unit_interval,
+)
 
 # The policy's own per-step numbers, kept with each transition.
 _EXTRAS = {"log_prob": tf.TensorSpec((), tf.float32), "value": tf.TensorSpec((), tf.float32)}
@@ -115,10 +121,9 @@ class PPOAgent(RolloutAgent):
         require_positive(self, n_steps=n_steps)
         require_unit_interval(self, gamma=gamma)
         require_box_observations(self, observation_space)
-        if not value_loss_coef >= 0:
-            raise ValueError(f"PPOAgent.value_loss_coef must be >= 0, got {value_loss_coef}.")
-        if target_kl is not None and not target_kl > 0:
-            raise ValueError(f"PPOAgent.target_kl must be > 0 or None, got {target_kl}.")
+        require_non_negative_number(self, value_loss_coef=value_loss_coef)
+        if target_kl is not None:  # None: no early stop
+            require_positive_number(self, target_kl=target_kl)
         self.continuous = isinstance(action_space, gym.spaces.Box)
         if self.continuous:
             outputs = int(np.prod(action_space.shape))

@@ -47,10 +47,11 @@ from framework.parts.gradient_processors import GradientProcessor
 from framework.parts.losses import SoftPolicyLoss, TDMSELoss, TemperatureLoss
 from framework.parts.optimizers import TorchAdam
 from framework.parts.replay import UniformReplay
+from framework.parts.replay_schedule import ReplaySchedule
 from framework.parts.squashed_gaussian import SquashedGaussian
 from framework.parts.target_updaters import SoftUpdate, TargetUpdater
 from framework.parts.targets import MinCriticTarget
-from framework.validation import require_positive
+from framework.validation import require_positive, require_positive_number
 
 
 @gin.configurable
@@ -94,10 +95,9 @@ class SACAgent(ActorCriticReplayAgent):
         target_entropy: float | None = None,
         gamma: float = 0.99,
         n_step: int = 1,
-        batch_size: int = 256,
-        learning_starts: int = 100,
-        train_freq: int = 1,
-        gradient_steps: int = 1,
+        schedule: ReplaySchedule = ReplaySchedule(
+            learning_starts=100, train_freq=1, gradient_steps=1, batch_size=256
+        ),
     ):
         super().__init__(
             observation_space,
@@ -106,16 +106,10 @@ class SACAgent(ActorCriticReplayAgent):
             replay,
             gamma=gamma,
             n_step=n_step,
-            batch_size=batch_size,
-            learning_starts=learning_starts,
-            train_freq=train_freq,
-            gradient_steps=gradient_steps,
+            schedule=schedule,
         )
         require_positive(self, num_critics=num_critics)
-        if not (isinstance(initial_temperature, int | float) and initial_temperature > 0):
-            raise ValueError(
-                f"SACAgent.initial_temperature must be a number > 0, got {initial_temperature!r}."
-            )
+        require_positive_number(self, initial_temperature=initial_temperature)
         if target_entropy is None:
             target_entropy = -float(self.action_size)
         if not isinstance(target_entropy, int | float) or isinstance(target_entropy, bool):
@@ -139,7 +133,7 @@ class SACAgent(ActorCriticReplayAgent):
         )
         # The actor step's log pi(a~|s) [B], which the temperature group reads after it.
         self._policy_log_probs = tf.Variable(
-            tf.zeros([batch_size]), trainable=False, name="policy_log_probs"
+            tf.zeros([schedule.batch_size]), trainable=False, name="policy_log_probs"
         )
         self.acting = acting.gaussian_actor_forward(self.actor)
         groups = [
@@ -178,7 +172,7 @@ class SACAgent(ActorCriticReplayAgent):
     # ----- acting ------------------------------------------------------------------------------
 
     def act(self, observations: np.ndarray, explore: bool) -> np.ndarray:
-        if explore and self.steps < self.learning_starts:
+        if explore and self.steps < self.schedule.learning_starts:
             return self.warm_up_actions(observations)
         mean, log_std = self.acting(observations)  # [N, A] each
         if explore:

@@ -32,9 +32,10 @@ flags.DEFINE_integer(
 
 
 def build(gin_file: str, bindings: Sequence[str] = ()) -> tuple[Callable, Callable, Any, Any]:
-    """`(learner_call, floor_call, agent, floor_networks)`: each call runs `gradient_steps` steps
-    on the same batches, from the same initial weights (the floor's networks are copies of the
-    agent's: DQN's online network; SAC's actor, critics, target critics and log alpha)."""
+    """`(learner_call, floor_call, agent, floor_networks)`: each call runs the schedule's
+    `gradient_steps` steps on the same batches, from the same initial weights (the floor's
+    networks are copies of the agent's: DQN's online network; SAC's actor, critics, target
+    critics and log alpha)."""
     tf = quiet.import_tensorflow()
     import gin
     import gymnasium as gym
@@ -55,7 +56,7 @@ def build(gin_file: str, bindings: Sequence[str] = ()) -> tuple[Callable, Callab
     if agent_class not in floors:
         raise ValueError(f"learner_floor has a hand-written step for {list(floors)} only.")
     agent = agent_class(env.observation_space, env.action_space, seed=0)
-    steps, size = agent.gradient_steps, agent.batch_size
+    steps, size = agent.schedule.gradient_steps, agent.schedule.batch_size
     rng = np.random.default_rng(0)
     obs_shape = env.observation_space.shape
     if agent_class is DQNAgent:
@@ -188,7 +189,7 @@ def measure(gin_file: str, calls: int, in_loop_steps: int = 0, rounds: int = 5) 
     timed calls alternate in `rounds` (learner, floor, learner, ...), so that a machine whose
     load changes meanwhile weighs on both alike."""
     learner_call, floor_call, agent, _ = build(gin_file)
-    steps = agent.gradient_steps
+    steps = agent.schedule.gradient_steps
     runs = {"learner": learner_call, "floor": floor_call}
     figures, seconds = {}, dict.fromkeys(runs, 0.0)
     for name, run in runs.items():

@@ -44,6 +44,7 @@ KINDS = {
     "gradient_processors": "Gradient processors",
     "optimizers": "Optimizers and schedules",
     "replay": "Replay",
+    "replay_schedule": "Replay schedules (when DQN, DDPG/TD3 and SAC train)",
     "exploration": "Exploration",
     "squashed_gaussian": "Action distributions: the squashed Gaussian (SAC's policy)",
     "environments": "Environments",
@@ -359,6 +360,8 @@ def _is_literal(value: Any) -> bool:
 def _source_annotations(wrapped: Any) -> dict[str, str]:
     """Each parameter's annotation as written in its source ('npt.DTypeLike', not the Union it
     stands for); empty where the source cannot be read."""
+    if dataclasses.is_dataclass(wrapped):
+        return _field_annotations(wrapped)
     function = inspect.unwrap(wrapped.__init__ if inspect.isclass(wrapped) else wrapped)
     try:
         tree = ast.parse(textwrap.dedent(inspect.getsource(function)))
@@ -373,6 +376,23 @@ def _source_annotations(wrapped: Any) -> dict[str, str]:
     arguments = node.args
     every = [*arguments.posonlyargs, *arguments.args, *arguments.kwonlyargs]
     return {a.arg: ast.unparse(a.annotation) for a in every if a.annotation is not None}
+
+
+def _field_annotations(cls: type) -> dict[str, str]:
+    """A dataclass's field annotations as written in the class bodies, base classes first (its
+    generated __init__ has no source)."""
+    annotations = {}
+    for klass in reversed(cls.__mro__):
+        if not dataclasses.is_dataclass(klass):
+            continue
+        try:
+            tree = ast.parse(textwrap.dedent(inspect.getsource(klass)))
+        except (OSError, TypeError, SyntaxError):
+            continue
+        for node in tree.body[0].body:
+            if isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name):
+                annotations[node.target.id] = ast.unparse(node.annotation)
+    return annotations
 
 
 def _shorten(text: str, limit: int = 28) -> str:

@@ -36,7 +36,7 @@ from experiments import quiet
 quiet.import_tensorflow()  # the record reads and writes event files: TF, without its banners
 
 from experiments import RunError  # noqa: E402
-from experiments.sweep_backends import Progress, run_local, run_ray  # noqa: E402
+from experiments.sweep_backends import SweepProgress, run_local, run_ray  # noqa: E402
 from experiments.sweep_plan import usage_error  # noqa: E402
 from experiments.sweep_record import (  # noqa: E402
     STATUS_RUNNING,
@@ -70,7 +70,7 @@ def run_sweep(
         if run["status"] == STATUS_RUNNING:  # an earlier driver died while it ran
             run["status"] = STATUS_INTERRUPTED
     sweep.write()
-    progress = Progress(sweep, parallel, out)
+    progress = SweepProgress(sweep, parallel, out)
     done = len(sweep.runs) - len(todo)
     if not todo:
         print(f"sweep: all {done} runs are finished; nothing to do.", file=out, flush=True)

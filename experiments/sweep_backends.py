@@ -24,9 +24,9 @@ from experiments.trial import STATUS_FAILED, STATUS_FINISHED, STATUS_INTERRUPTED
 _PROGRESS_SECONDS = 30.0
 
 
-class Progress:
-    """Progress lines: runs finished, running, failed and pending, and an estimate of the time
-    left from the runs that ended in this invocation."""
+class SweepProgress:
+    """The sweep's progress lines: runs finished, running, failed and pending, and an estimate
+    of the time left from the runs that ended in this invocation."""
 
     def __init__(self, sweep: Sweep, parallel: int, out=sys.stdout):
         self.sweep, self.parallel, self.out = sweep, parallel, out
@@ -81,7 +81,7 @@ def end_run(sweep: Sweep, run: dict, outcome: dict, seconds: float) -> None:
         write_run_result(sweep, run)
 
 
-def run_local(sweep: Sweep, todo: list[dict], parallel: int, progress: Progress) -> None:
+def run_local(sweep: Sweep, todo: list[dict], parallel: int, progress: SweepProgress) -> None:
     """Each run in a fresh spawned process, `parallel` at once."""
     from multiprocessing.connection import wait
 
@@ -148,7 +148,7 @@ def _classify(outcome: dict | None, exitcode: int, sweep: Sweep, run: dict) -> d
 
 
 def run_ray(
-    sweep: Sweep, todo: list[dict], parallel: int, address: str | None, progress: Progress
+    sweep: Sweep, todo: list[dict], parallel: int, address: str | None, progress: SweepProgress
 ) -> None:
     """The runs as Ray Tune trials: one trainable call per run, the same `trial.run` inside."""
     os.environ["TUNE_DISABLE_AUTO_CALLBACK_LOGGERS"] = "1"  # keeps Tune's TB logger off ours

@@ -71,14 +71,6 @@ class VectorStep(NamedTuple):
         return len(self.reward)
 
 
-def training_calls_due(before: int, after: int, every: int, starts: int) -> int:
-    """How many multiples of `every` lie in (before, after] and at or past `starts`: the
-    training calls a vector step of `after - before` transitions makes due, so that gradient
-    steps per transition stay what a config says whatever `num_envs` is."""
-    counted_from = max(before, starts - 1)
-    return max(0, after // every - counted_from // every)
-
-
 class Agent(abc.ABC):
     """Acts, observes and updates itself; owns its generators, networks, learner and replay.
 

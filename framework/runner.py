@@ -441,7 +441,7 @@ class Runner:
         histogram = Cadence(self.histogram_interval, state.env_steps)
         evaluation = Cadence(self.eval_interval, state.env_steps)
         checkpoint = Cadence(self.checkpoint_interval, state.env_steps)
-        progress = _Progress(state.env_steps)
+        since_log = _SinceLastLog(state.env_steps)
         reached = False  # an evaluation reached stop_at_return: the run ends at its step
         while state.env_steps < self.num_steps and self.stop_requested is None and not reached:
             until = min(self.num_steps, log.next, histogram.next, evaluation.next, checkpoint.next)
@@ -449,14 +449,14 @@ class Runner:
             state.env_steps = advanced.env_steps
             start = time.perf_counter()
             for step, ended in advanced.episodes:
-                self._log_episodes(writers, step, ended, progress)
+                self._log_episodes(writers, step, ended, since_log)
             if advanced.health != Health():
                 self._account(advanced.health, advanced.last_update)
             last = state.env_steps >= self.num_steps
             row = {}  # the scalars logged at this step, progress.csv's row
             logged = log.due(state.env_steps) or last
             if logged:
-                row.update(self._log_progress(writers, progress, final=last))
+                row.update(self._log_progress(writers, since_log, final=last))
             if histogram.due(state.env_steps):
                 writers.histograms(state.env_steps, self.agent.histogram_variables())
             self.seconds["logging and checkpoints"] += time.perf_counter() - start
@@ -466,7 +466,7 @@ class Runner:
                 self.seconds["evaluation"] += time.perf_counter() - start
                 reached = self.reached_stop_return()
                 if reached and not logged:  # the end of the run: its progress, as at the last
-                    row.update(self._log_progress(writers, progress, final=True))
+                    row.update(self._log_progress(writers, since_log, final=True))
             start = time.perf_counter()
             if row:
                 table.add(state.env_steps, row)
@@ -510,14 +510,14 @@ class Runner:
         self._check_finite(last_update)
 
     def _log_episodes(
-        self, writers: SummaryWriters, step: int, ended: EndedEpisodes, progress: "_Progress"
+        self, writers: SummaryWriters, step: int, ended: EndedEpisodes, since_log: "_SinceLastLog"
     ) -> None:
         """One point per tag per step, however many sub-environments ended an episode in it."""
         self.state.episodes += len(ended.returns)
-        progress.returns.extend(ended.returns.tolist())
-        progress.ended += len(ended.returns)
-        progress.return_sum += float(ended.returns.sum())
-        progress.length_sum += float(ended.lengths.sum())
+        since_log.returns.extend(ended.returns.tolist())
+        since_log.ended += len(ended.returns)
+        since_log.return_sum += float(ended.returns.sum())
+        since_log.length_sum += float(ended.lengths.sum())
         writers.pending_scalars(
             step,
             {
@@ -528,7 +528,7 @@ class Runner:
         )
 
     def _log_progress(
-        self, writers: SummaryWriters, progress: "_Progress", final: bool
+        self, writers: SummaryWriters, since_log: "_SinceLastLog", final: bool
     ) -> dict[str, float]:
         """The driver's metrics, the runner's counters, throughput and policy diagnostics, at a
         log step or the run's `final` one; returns them, with the mean return and length of the
@@ -536,7 +536,7 @@ class Runner:
         the episodes themselves)."""
         state, step = self.state, self.state.env_steps
         now = time.perf_counter()
-        speed = (step - progress.last_step) / (now - progress.last_time)
+        speed = (step - since_log.last_step) / (now - since_log.last_time)
         scalars = self.driver.take_metrics()
         scalars.update(
             {
@@ -550,8 +550,8 @@ class Runner:
             scalars["train/skipped_nonfinite_steps"] = state.skipped_nonfinite_steps
         scalars.update(self.driver.diagnostics())
         writers.scalars(step, scalars)
-        recent = np.mean(progress.returns) if progress.returns else float("nan")
-        episodes = len(progress.returns)
+        recent = np.mean(since_log.returns) if since_log.returns else float("nan")
+        episodes = len(since_log.returns)
         logging.info(
             "step %d/%d | return (last %d episode%s) %.1f | %.0f steps/s",
             step,
@@ -561,11 +561,11 @@ class Runner:
             recent,
             speed,
         )
-        if progress.ended:
-            scalars["train/mean_episode_return"] = progress.return_sum / progress.ended
-            scalars["train/mean_episode_length"] = progress.length_sum / progress.ended
-        progress.last_step, progress.last_time = step, now
-        progress.ended, progress.return_sum, progress.length_sum = 0, 0.0, 0.0
+        if since_log.ended:
+            scalars["train/mean_episode_return"] = since_log.return_sum / since_log.ended
+            scalars["train/mean_episode_length"] = since_log.length_sum / since_log.ended
+        since_log.last_step, since_log.last_time = step, now
+        since_log.ended, since_log.return_sum, since_log.length_sum = 0, 0.0, 0.0
         self._check_skipped_fraction()
         state.interval_gradient_steps = state.interval_skipped_steps = 0
         return scalars
@@ -622,9 +622,9 @@ class Runner:
             self.eval_env.close()
 
 
-class _Progress:
-    """Throughput since the last log, the returns of recent episodes, and the episodes ended
-    since the last log."""
+class _SinceLastLog:
+    """What the next log reports: the step and time of the last log (for the throughput since
+    it), the episodes ended since it, and the returns of the last 20 episodes, older or not."""
 
     def __init__(self, step: int):
         self.last_step, self.last_time = step, time.perf_counter()

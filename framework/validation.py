@@ -6,6 +6,7 @@ supported between instances of 'str' and 'int'".
 """
 
 import numbers
+from collections.abc import Callable
 
 import gymnasium as gym
 import numpy as np
@@ -15,37 +16,38 @@ def _describe(value: object) -> str:
     return f"{value!r} ({type(value).__name__})"
 
 
-def _owner(owner: object) -> str:
-    """How a config names the owner: a part's class (`Runner`), or a configurable function's
-    name given as a string (`"make_env"`)."""
-    return owner if isinstance(owner, str) else type(owner).__name__
+def _require(owner: object, values: dict[str, object], allowed: str, ok: Callable) -> None:
+    """Raises ValueError naming `Owner.name` for the first value that is not `ok`. `owner` is
+    the object checked, named by its class, or the name a config writes ('optimizers.Adam')."""
+    owner_name = owner if isinstance(owner, str) else type(owner).__name__
+    for name, value in values.items():
+        if not ok(value):
+            raise ValueError(f"{owner_name}.{name} must be {allowed}, got {_describe(value)}.")
 
 
 def require_positive(owner: object, **values: int) -> None:
     """Raises ValueError naming `Owner.name` for anything but an integer of at least 1."""
-    for name, value in values.items():
-        if not _is_integer(value) or value < 1:
-            raise ValueError(
-                f"{_owner(owner)}.{name} must be an integer >= 1, got {_describe(value)}."
-            )
+    _require(owner, values, "an integer >= 1", lambda v: _is_integer(v) and v >= 1)
 
 
 def require_non_negative(owner: object, **values: int) -> None:
     """Raises ValueError naming `Owner.name` for anything but an integer of at least 0."""
-    for name, value in values.items():
-        if not _is_integer(value) or value < 0:
-            raise ValueError(
-                f"{_owner(owner)}.{name} must be an integer >= 0, got {_describe(value)}."
-            )
+    _require(owner, values, "an integer >= 0", lambda v: _is_integer(v) and v >= 0)
+
+
+def require_positive_number(owner: object, **values: float) -> None:
+    """Raises ValueError naming `Owner.name` for anything but a number above 0."""
+    _require(owner, values, "a number > 0", lambda v: _is_number(v) and v > 0)
+
+
+def require_non_negative_number(owner: object, **values: float) -> None:
+    """Raises ValueError naming `Owner.name` for anything but a number of at least 0."""
+    _require(owner, values, "a number >= 0", lambda v: _is_number(v) and v >= 0)
 
 
 def require_unit_interval(owner: object, **values: float) -> None:
     """Raises ValueError naming `Owner.name` for anything but a number in [0, 1]."""
-    for name, value in values.items():
-        if not _is_number(value) or not 0.0 <= value <= 1.0:
-            raise ValueError(
-                f"{_owner(owner)}.{name} must be a number in [0, 1], got {_describe(value)}."
-            )
+    _require(owner, values, "a number in [0, 1]", lambda v: _is_number(v) and 0.0 <= v <= 1.0)
 
 
 def require_discrete(owner: object, space: gym.Space) -> int:

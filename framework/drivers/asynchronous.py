@@ -39,7 +39,7 @@ from absl import logging
 from framework import config
 from framework.agent import Health, State
 from framework.drivers import backends
-from framework.drivers.driver import AgentFactory, Driver, Progress, Seeds
+from framework.drivers.driver import AgentFactory, Driver, DriverProgress, Seeds
 from framework.drivers.gradient_halves import GlobalApply
 from framework.drivers.worker import Worker
 from framework.loop import EndedEpisodes
@@ -147,7 +147,7 @@ class AsynchronousDriver(Driver):
         self._started = False
         self._seconds = dict.fromkeys(("workers", "global updates and syncs"), 0.0)
 
-    def advance(self, env_steps: int, until: int, stop: Callable[[], bool]) -> Progress:
+    def advance(self, env_steps: int, until: int, stop: Callable[[], bool]) -> DriverProgress:
         if not self._started:
             self._start_workers()
         episodes, health, last_update, applied = [], Health(), Health(), False
@@ -181,7 +181,7 @@ class AsynchronousDriver(Driver):
                 break
         if applied:
             self.agent.weights_changed()  # acting (evaluation, diagnostics) reads a copy
-        return Progress(env_steps, episodes, health, last_update)
+        return DriverProgress(env_steps, episodes, health, last_update)
 
     def _start_workers(self) -> None:
         """Fresh workers start from the global parameters; restored ones (`RoundRobin`) from

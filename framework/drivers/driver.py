@@ -25,7 +25,7 @@ class Seeds(NamedTuple):
 
 
 @dataclasses.dataclass
-class Progress:
+class DriverProgress:
     """What one `Driver.advance` did."""
 
     env_steps: int  # the transition count reached
@@ -47,7 +47,7 @@ class Driver(abc.ABC):
     agent: Agent  # what the runner evaluates, logs and saves: acting reads its current weights
 
     @abc.abstractmethod
-    def advance(self, env_steps: int, until: int, stop: Callable[[], bool]) -> Progress:
+    def advance(self, env_steps: int, until: int, stop: Callable[[], bool]) -> DriverProgress:
         """Trains on from `env_steps` to the first count at or past `until`.
 
         Returns early once `stop()` is true after a step, and right after an update that

@@ -9,7 +9,7 @@ import gin
 import gymnasium as gym
 
 from framework.agent import Health, Metrics, State
-from framework.drivers.driver import AgentFactory, Driver, Progress, Seeds
+from framework.drivers.driver import AgentFactory, Driver, DriverProgress, Seeds
 from framework.loop import EnvironmentLoop, make_vector_env
 from framework.parts import wrappers
 
@@ -38,7 +38,7 @@ class SynchronousDriver(Driver):
         self._unlogged: Metrics = {}  # the latest learner metrics, logged at the next log step
         self._learner_seconds = 0.0
 
-    def advance(self, env_steps: int, until: int, stop: Callable[[], bool]) -> Progress:
+    def advance(self, env_steps: int, until: int, stop: Callable[[], bool]) -> DriverProgress:
         loop, agent, clock = self.loop, self.agent, time.perf_counter
         episodes, health, last_update = [], Health(), Health()
         while env_steps < until:
@@ -58,7 +58,7 @@ class SynchronousDriver(Driver):
                     break
             if stop():
                 break
-        return Progress(env_steps, episodes, health, last_update)
+        return DriverProgress(env_steps, episodes, health, last_update)
 
     def take_metrics(self) -> dict[str, float]:
         metrics, self._unlogged = self._unlogged, {}

@@ -7,11 +7,14 @@ ended (None: all); `state()`/`load_state()` carry what it remembers across a che
 `scale` is its stationary standard deviation, which the agent logs.
 """
 
+import dataclasses
 import math
 from collections.abc import Callable
 
 import gin
 import numpy as np
+
+from framework.validation import require_non_negative_number, require_positive
 
 
 def softmax(logits: np.ndarray) -> np.ndarray:
@@ -50,16 +53,19 @@ def q_value_diagnostics(q_values: np.ndarray) -> dict[str, float]:
 
 
 @gin.configurable
+@dataclasses.dataclass(frozen=True)
 class LinearSchedule:
     """Linear interpolation from `start` to `end` over `duration` steps, then constant.
 
     A pure function of the step, so resuming at a step resumes the schedule with it.
     """
 
-    def __init__(self, start: float = 1.0, end: float = 0.05, duration: int = 10_000):
-        if duration < 1:
-            raise ValueError(f"LinearSchedule.duration must be >= 1, got {duration}.")
-        self.start, self.end, self.duration = start, end, duration
+    start: float = 1.0
+    end: float = 0.05
+    duration: int = 10_000
+
+    def __post_init__(self):
+        require_positive(self, duration=self.duration)
 
     def __call__(self, step: int) -> float:
         fraction = min(max(step, 0) / self.duration, 1.0)
@@ -87,13 +93,14 @@ def _described(schedule: object) -> str:
 
 
 @gin.configurable
+@dataclasses.dataclass(frozen=True)
 class GaussianNoise:
     """Independent N(0, stddev^2) per step, sub-environment and action dimension (TD3)."""
 
-    def __init__(self, stddev: float = 0.1):
-        if stddev < 0:
-            raise ValueError(f"GaussianNoise.stddev must be >= 0, got {stddev}.")
-        self.stddev = stddev
+    stddev: float = 0.1
+
+    def __post_init__(self):
+        require_non_negative_number(self, stddev=self.stddev)
 
     @property
     def scale(self) -> float:
@@ -129,8 +136,7 @@ class OrnsteinUhlenbeckNoise:
                 f"OrnsteinUhlenbeckNoise: theta * dt must be in (0, 2) for a stationary "
                 f"process, got theta={theta}, dt={dt}."
             )
-        if sigma < 0:
-            raise ValueError(f"OrnsteinUhlenbeckNoise.sigma must be >= 0, got {sigma}.")
+        require_non_negative_number(self, sigma=sigma)
         self.theta, self.sigma, self.dt = theta, sigma, dt
         self._x = np.zeros((0, 0))  # [N, A], allocated at the first call
 

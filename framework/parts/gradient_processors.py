@@ -11,6 +11,8 @@ from collections.abc import Sequence
 import gin
 import tensorflow as tf
 
+from framework.validation import require_positive, require_positive_number
+
 Gradients = list[tf.Tensor]
 Metrics = dict[str, tf.Tensor]
 
@@ -50,8 +52,7 @@ class ClipByGlobalNorm(GradientProcessor):
 
     def __init__(self, max_norm: float = 10.0):
         super().__init__()
-        if max_norm <= 0:
-            raise ValueError(f"ClipByGlobalNorm.max_norm must be > 0, got {max_norm}.")
+        require_positive_number(self, max_norm=max_norm)
         self.max_norm = max_norm
 
     def __call__(self, grads, variables):
@@ -70,8 +71,7 @@ class ClipByValue(GradientProcessor):
 
     def __init__(self, clip_value: float = 1.0):
         super().__init__()
-        if clip_value <= 0:
-            raise ValueError(f"ClipByValue.clip_value must be > 0, got {clip_value}.")
+        require_positive_number(self, clip_value=clip_value)
         self.clip_value = clip_value
 
     def __call__(self, grads, variables):
@@ -95,8 +95,7 @@ class Accumulate(GradientProcessor):
 
     def __init__(self, steps: int = 4):
         super().__init__()
-        if steps < 1:
-            raise ValueError(f"Accumulate.steps must be >= 1, got {steps}.")
+        require_positive(self, steps=steps)
         self.steps = steps
         self._sums: list[tf.Variable] = []
         self._count = tf.Variable(0, dtype=tf.int64, trainable=False, name="accumulated_calls")

@@ -7,11 +7,16 @@ return each sample's error under `per_sample/error` (learner.PER_SAMPLE), which 
 replay turns into new priorities.
 """
 
+import dataclasses
+
 import gin
 import tensorflow as tf
 
+from framework.validation import require_non_negative_number, require_positive_number
+
 
 @gin.configurable
+@dataclasses.dataclass(frozen=True)
 class PolicyGradientLoss:
     """REINFORCE's cross-entropy pseudo-loss `-log pi(a|s) * G`, averaged over the batch.
 
@@ -19,10 +24,10 @@ class PolicyGradientLoss:
     subtracted. `entropy_coef > 0` subtracts `entropy_coef * H(pi(.|s))` to keep exploring.
     """
 
-    def __init__(self, entropy_coef: float = 0.0):
-        if entropy_coef < 0:
-            raise ValueError(f"PolicyGradientLoss.entropy_coef must be >= 0, got {entropy_coef}.")
-        self.entropy_coef = entropy_coef
+    entropy_coef: float = 0.0
+
+    def __post_init__(self):
+        require_non_negative_number(self, entropy_coef=self.entropy_coef)
 
     def __call__(
         self, logits: tf.Tensor, actions: tf.Tensor, returns: tf.Tensor
@@ -39,6 +44,7 @@ class PolicyGradientLoss:
 
 
 @gin.configurable
+@dataclasses.dataclass(frozen=True)
 class TDMSELoss:
     """Mean squared TD error `mean((target - Q(s, a))^2)`; the target carries no gradient."""
 
@@ -53,13 +59,14 @@ class TDMSELoss:
 
 
 @gin.configurable
+@dataclasses.dataclass(frozen=True)
 class TDHuberLoss:
     """Huber loss on the TD error: quadratic within `delta`, linear outside (robust to outliers)."""
 
-    def __init__(self, delta: float = 1.0):
-        if delta <= 0:
-            raise ValueError(f"TDHuberLoss.delta must be > 0, got {delta}.")
-        self.delta = delta
+    delta: float = 1.0
+
+    def __post_init__(self):
+        require_positive_number(self, delta=self.delta)
 
     def __call__(
         self, q_selected: tf.Tensor, targets: tf.Tensor, weights: tf.Tensor | None = None
@@ -75,6 +82,7 @@ class TDHuberLoss:
 
 
 @gin.configurable
+@dataclasses.dataclass(frozen=True)
 class CategoricalCrossEntropyLoss:
     """C51's loss (Bellemare et al., 2017): the cross-entropy `-sum_z m_z log p_z(s, a)` from
     the projected target distribution `m` to the predicted one, averaged over the batch.
@@ -117,6 +125,7 @@ def _td_extras(q_selected: tf.Tensor, td_error: tf.Tensor) -> dict[str, tf.Tenso
 
 
 @gin.configurable
+@dataclasses.dataclass(frozen=True)
 class DeterministicPolicyLoss:
     """The deterministic policy-gradient actor loss `-mean(Q(s, mu(s)))` (Silver et al., 2014).
 
@@ -131,6 +140,7 @@ class DeterministicPolicyLoss:
 
 
 @gin.configurable
+@dataclasses.dataclass(frozen=True)
 class SoftPolicyLoss:
     """SAC's actor loss `mean(alpha * log pi(a|s) - min_i Q_i(s, a))`, a ~ pi(.|s) reparameterised
     (Haarnoja et al., 2018).
@@ -150,6 +160,7 @@ class SoftPolicyLoss:
 
 
 @gin.configurable
+@dataclasses.dataclass(frozen=True)
 class TemperatureLoss:
     """SAC's temperature loss `-mean(log_alpha * (log pi(a|s) + target_entropy))`, in SB3's form.
 

@@ -5,6 +5,8 @@ order every epoch (SB3's `RolloutBuffer.get`). Doing it inside the learner's cal
 whole update one crossing into TensorFlow: the learner runs one gradient step per minibatch.
 """
 
+import dataclasses
+
 import gin
 import numpy as np
 import tensorflow as tf
@@ -13,6 +15,7 @@ from framework.validation import require_positive
 
 
 @gin.configurable
+@dataclasses.dataclass(frozen=True)
 class ShuffledMinibatches:
     """`n_epochs` permutations of the samples, each cut into minibatches of `batch_size`.
 
@@ -20,10 +23,11 @@ class ShuffledMinibatches:
     call with the rollout, where `gather` cuts the minibatches: XLA's sort on this CPU cost
     more than the numpy permutations and the whole rest of CartPole's update (docs/speed.md)."""
 
-    def __init__(self, n_epochs: int = 10, batch_size: int = 64):
-        require_positive(self, n_epochs=n_epochs, batch_size=batch_size)
-        self.n_epochs = n_epochs
-        self.batch_size = batch_size
+    n_epochs: int = 10
+    batch_size: int = 64
+
+    def __post_init__(self):
+        require_positive(self, n_epochs=self.n_epochs, batch_size=self.batch_size)
 
     def order(self, num_samples: int, rng: np.random.Generator) -> np.ndarray:
         """Sample indices `[n_epochs * num_samples / batch_size, batch_size]` int32, epoch by

@@ -15,7 +15,10 @@ import abc
 
 import gin
 import keras
+import numpy as np
 import tensorflow as tf
+
+from framework.validation import require_positive, require_positive_number
 
 for _optimizer in (keras.optimizers.Adam, keras.optimizers.RMSprop, keras.optimizers.SGD):
     gin.external_configurable(_optimizer, module="optimizers")
@@ -70,10 +73,9 @@ _UNITS = (ENVIRONMENT_STEPS, UPDATES)
 def check_learning_rate(optimizer: keras.optimizers.Optimizer) -> None:
     """A constant learning rate must be positive: a negative one ascends the loss, silently."""
     rate = optimizer.get_config()["learning_rate"]
-    if isinstance(rate, float) and not rate > 0:
-        raise ValueError(
-            f"optimizers.{type(optimizer).__name__}.learning_rate must be > 0, got {rate:g}."
-        )
+    if isinstance(rate, float):  # else a schedule
+        written = float(str(np.float32(rate)))  # Keras keeps a float32: the number as written
+        require_positive_number(f"optimizers.{type(optimizer).__name__}", learning_rate=written)
 
 
 def schedule_of(optimizer: keras.optimizers.Optimizer) -> "Schedule | None":
@@ -130,8 +132,7 @@ class ExponentialDecay(Schedule):
         unit: str = ENVIRONMENT_STEPS,
     ):
         super().__init__(unit)
-        if decay_steps < 1:
-            raise ValueError(f"ExponentialDecay.decay_steps must be >= 1, got {decay_steps}.")
+        require_positive(self, decay_steps=decay_steps)
         self.initial_learning_rate = initial_learning_rate
         self.decay_steps = decay_steps
         self.decay_rate = decay_rate
@@ -165,8 +166,7 @@ class LinearDecay(Schedule):
         unit: str = ENVIRONMENT_STEPS,
     ):
         super().__init__(unit)
-        if duration < 1:
-            raise ValueError(f"LinearDecay.duration must be >= 1, got {duration}.")
+        require_positive(self, duration=duration)
         self.initial_learning_rate = initial_learning_rate
         self.final_learning_rate = final_learning_rate
         self.duration = duration

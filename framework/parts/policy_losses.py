@@ -7,30 +7,37 @@ minibatch. The clip ranges may follow a schedule over environment steps (RL-Zoo'
 `optimizers.LinearDecay` from 0.2 to 0 over the run), read inside the compiled call.
 """
 
+import dataclasses
+
 import gin
 import tensorflow as tf
 
 from framework.parts.optimizers import ENVIRONMENT_STEPS, Schedule
+from framework.validation import require_non_negative_number
 
 
-def _clip_range(owner: str, clip_range: float | Schedule | None) -> float | Schedule | None:
-    """A positive number, a schedule over environment steps, or None (no clipping)."""
+def _check_clip_range(owner: object, clip_range: float | Schedule | None) -> None:
+    """A number > 0, a schedule over environment steps, or None (no clipping)."""
+    name = f"{type(owner).__name__}.clip_range"
     if clip_range is None:
-        return None
+        return
     if isinstance(clip_range, Schedule):
         if clip_range.unit != ENVIRONMENT_STEPS:
             raise ValueError(
-                f"{owner}.clip_range follows {clip_range.describe()}: a clip range's schedule "
-                f"must count environment steps (unit = '{ENVIRONMENT_STEPS}'), which the learner "
-                "sets before each call."
+                f"{name} follows {clip_range.describe()}: a clip range's schedule must count "
+                f"environment steps (unit = '{ENVIRONMENT_STEPS}'), which the learner sets "
+                "before each call."
             )
-        return clip_range
-    if isinstance(clip_range, bool) or not isinstance(clip_range, int | float) or clip_range <= 0:
+        return
+    if (
+        isinstance(clip_range, bool)
+        or not isinstance(clip_range, int | float)
+        or not clip_range > 0
+    ):
         raise ValueError(
-            f"{owner}.clip_range must be a number > 0 or a schedule over environment steps "
+            f"{name} must be a number > 0 or a schedule over environment steps "
             f"(e.g. @optimizers.LinearDecay()), got {clip_range!r}."
         )
-    return float(clip_range)
 
 
 def current(clip_range: float | Schedule) -> tf.Tensor:
@@ -41,6 +48,7 @@ def current(clip_range: float | Schedule) -> tf.Tensor:
 
 
 @gin.configurable
+@dataclasses.dataclass(frozen=True)
 class ClippedSurrogateLoss:
     """`-mean(min(r A, clip(r, 1 - eps, 1 + eps) A))`, `r = exp(log pi(a|s) - log pi_old(a|s))`.
 
@@ -50,11 +58,13 @@ class ClippedSurrogateLoss:
     `mean((r - 1) - log r)`, which the target-KL rule reads.
     """
 
-    def __init__(self, clip_range: float | Schedule = 0.2, normalize_advantage: bool = True):
-        self.clip_range = _clip_range("ClippedSurrogateLoss", clip_range)
+    clip_range: float | Schedule = 0.2
+    normalize_advantage: bool = True
+
+    def __post_init__(self):
         if self.clip_range is None:
             raise ValueError("ClippedSurrogateLoss.clip_range must be set, got None.")
-        self.normalize_advantage = normalize_advantage
+        _check_clip_range(self, self.clip_range)
 
     def __call__(
         self, log_prob: tf.Tensor, old_log_prob: tf.Tensor, advantages: tf.Tensor
@@ -84,13 +94,16 @@ class ClippedSurrogateLoss:
 
 
 @gin.configurable
+@dataclasses.dataclass(frozen=True)
 class ValueLoss:
     """`mean((V - G)^2)`; with `clip_range`, V first kept within `clip_range` of the value the
     behaviour policy's critic had (SB3's `clip_range_vf`: `V_old + clip(V - V_old, -c, c)`;
     OpenAI baselines' PPO2 takes the larger of the clipped and unclipped errors instead)."""
 
-    def __init__(self, clip_range: float | Schedule | None = None):
-        self.clip_range = _clip_range("ValueLoss", clip_range)
+    clip_range: float | Schedule | None = None
+
+    def __post_init__(self):
+        _check_clip_range(self, self.clip_range)
 
     def __call__(
         self, values: tf.Tensor, old_values: tf.Tensor, returns: tf.Tensor
@@ -105,13 +118,14 @@ class ValueLoss:
 
 
 @gin.configurable
+@dataclasses.dataclass(frozen=True)
 class EntropyBonus:
     """`-coef * mean(H(pi(.|s)))`: minimising it keeps the policy from collapsing early."""
 
-    def __init__(self, coef: float = 0.0):
-        if isinstance(coef, bool) or not isinstance(coef, int | float) or coef < 0:
-            raise ValueError(f"EntropyBonus.coef must be a number >= 0, got {coef!r}.")
-        self.coef = float(coef)
+    coef: float = 0.0
+
+    def __post_init__(self):
+        require_non_negative_number(self, coef=self.coef)
 
     def __call__(self, entropy: tf.Tensor) -> tuple[tf.Tensor, dict[str, tf.Tensor]]:
         # entropy [B]

@@ -27,6 +27,11 @@ import numpy.typing as npt
 
 from framework.parts.exploration import LinearSchedule
 from framework.parts.replay import ReplayCheckpointError, UniformReplay
+from framework.validation import (
+    require_non_negative_number,
+    require_positive,
+    require_positive_number,
+)
 
 if TYPE_CHECKING:
     from framework.agent import VectorStep
@@ -46,8 +51,7 @@ class SumTree:
     """
 
     def __init__(self, capacity: int):
-        if capacity < 1:
-            raise ValueError(f"SumTree: capacity must be >= 1, got {capacity}.")
+        require_positive(self, capacity=capacity)
         self.capacity = capacity
         self._first_leaf = 1 << (capacity - 1).bit_length()
         self._depth = self._first_leaf.bit_length() - 1  # edges from the root to a leaf
@@ -147,10 +151,8 @@ class PrioritizedReplay(UniformReplay):
             action_shape,
             action_dtype,
         )
-        if not alpha >= 0:
-            raise ValueError(f"PrioritizedReplay.alpha must be >= 0, got {alpha}.")
-        if not epsilon > 0:
-            raise ValueError(f"PrioritizedReplay.epsilon must be > 0, got {epsilon}.")
+        require_non_negative_number(self, alpha=alpha)
+        require_positive_number(self, epsilon=epsilon)
         self.alpha = float(alpha)
         self.beta = beta or LinearSchedule(0.4, 1.0, 50_000)
         for step in (0, getattr(self.beta, "duration", 0), 10**12):

@@ -20,6 +20,8 @@ import gin
 import numpy as np
 import numpy.typing as npt
 
+from framework.validation import require_positive, require_unit_interval
+
 if TYPE_CHECKING:  # the module stays free of the agent's TensorFlow imports
     from framework.agent import VectorStep
 
@@ -54,10 +56,8 @@ class UniformReplay:
         action_shape: tuple[int, ...] = (),
         action_dtype: npt.DTypeLike = np.int64,
     ):
-        _require_positive(self, "capacity", capacity)
-        _require_positive(self, "n_step", n_step)
-        if not 0.0 <= gamma <= 1.0:
-            raise ValueError(f"{type(self).__name__}: gamma must be in [0, 1], got {gamma}.")
+        require_positive(self, capacity=capacity, n_step=n_step)
+        require_unit_interval(self, gamma=gamma)
         self._capacity = capacity
         self._n_step = n_step
         self._gamma = float(gamma)
@@ -151,7 +151,7 @@ class UniformReplay:
 
     def sample(self, batch_size: int, rng: np.random.Generator) -> dict[str, np.ndarray]:
         """A batch of `batch_size` transitions drawn uniformly with replacement."""
-        _require_positive(self, "batch_size", batch_size)
+        require_positive(self, batch_size=batch_size)
         return self._gather(self._draw((batch_size,), rng))
 
     def sample_stack(
@@ -162,8 +162,7 @@ class UniformReplay:
         Feeds a learner that runs several gradient steps in one compiled call; the indices come
         from one rng call, so this is as fast as a single large batch.
         """
-        _require_positive(self, "num_batches", num_batches)
-        _require_positive(self, "batch_size", batch_size)
+        require_positive(self, num_batches=num_batches, batch_size=batch_size)
         return self._gather(self._draw((num_batches, batch_size), rng))
 
     def state(self) -> dict[str, np.ndarray]:
@@ -408,11 +407,6 @@ class UniformReplay:
         return None
 
 
-def _require_positive(owner: object, name: str, value: int) -> None:
-    if value < 1:
-        raise ValueError(f"{type(owner).__name__}: {name} must be >= 1, got {value}.")
-
-
 _FRAME_STATE = ("frame_count", "frames", "frame_last_observation", "frame_last_ids")
 
 
@@ -461,7 +455,7 @@ class FrameReplay(UniformReplay):
             (self._stack,), np.int64, capacity, n_step, gamma, action_shape, action_dtype
         )
         self._frame_capacity = frame_capacity or capacity + capacity // 4 + 4 * self._stack
-        _require_positive(self, "frame_capacity", self._frame_capacity)
+        require_positive(self, frame_capacity=self._frame_capacity)
         self._stack_shape = tuple(observation_shape)
         self._frame_dtype = np.dtype(observation_dtype)
         self._frames = np.zeros(

@@ -14,6 +14,7 @@ gives the same pair, so an agent (A2C, or an A3C worker on its own rollout) bind
 
 from __future__ import annotations
 
+import dataclasses
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 import gin
@@ -21,7 +22,7 @@ import gymnasium as gym
 import numpy as np
 import tensorflow as tf
 
-from framework.validation import require_positive
+from framework.validation import require_positive, require_unit_interval
 
 if TYPE_CHECKING:  # no import of the agent interface from a part
     from framework.agent import VectorStep
@@ -102,6 +103,7 @@ class NStepReturns:
 
 
 @gin.configurable
+@dataclasses.dataclass(frozen=True)
 class GAE:
     """Generalised advantage estimation (Schulman et al., 2016), cut at dones:
 
@@ -111,10 +113,10 @@ class GAE:
     `lambda_ = 1` gives the n-step returns above, `lambda_ = 0` one-step TD targets.
     """
 
-    def __init__(self, lambda_: float = 0.95):
-        if not 0.0 <= lambda_ <= 1.0:
-            raise ValueError(f"GAE.lambda_ must be in [0, 1], got {lambda_}.")
-        self.lambda_ = lambda_
+    lambda_: float = 0.95
+
+    def __post_init__(self):
+        require_unit_interval(self, lambda_=self.lambda_)
 
     def __call__(self, rewards, values, next_values, terminated, truncated, gamma) -> Returns:
         rewards, values, next_values = (

@@ -10,6 +10,8 @@ from collections.abc import Sequence
 import gin
 import tensorflow as tf
 
+from framework.validation import require_positive
+
 
 def _name(variable: tf.Variable) -> str:
     """Keras variables have a full `path`; plain tf.Variables only a `name`."""
@@ -21,10 +23,9 @@ class TargetUpdater:
     """Polyak averaging every `period` steps; returns whether it updated this step."""
 
     def __init__(self, tau: float = 1.0, period: int = 1):
-        if not 0.0 < tau <= 1.0:
-            raise ValueError(f"{type(self).__name__}: tau must be in (0, 1], got {tau}.")
-        if period < 1:
-            raise ValueError(f"{type(self).__name__}: period must be >= 1, got {period}.")
+        if isinstance(tau, bool) or not isinstance(tau, int | float) or not 0.0 < tau <= 1.0:
+            raise ValueError(f"{type(self).__name__}.tau must be a number in (0, 1], got {tau!r}.")
+        require_positive(self, period=period)
         self.tau = tau
         self.period = period
 

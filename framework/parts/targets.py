@@ -5,6 +5,8 @@ transition that bootstraps after k steps (the replay assembles n-step returns), 
 serves one-step and n-step targets.
 """
 
+import dataclasses
+
 import gin
 import tensorflow as tf
 
@@ -12,6 +14,7 @@ from framework.parts.value_distribution import CategoricalSupport
 
 
 @gin.configurable
+@dataclasses.dataclass(frozen=True)
 class QLearningTarget:
     """y = r + discount * max_a Q_target(s', a)."""
 
@@ -27,6 +30,7 @@ class QLearningTarget:
 
 
 @gin.configurable
+@dataclasses.dataclass(frozen=True)
 class DoubleQLearningTarget:
     """y = r + discount * Q_target(s', argmax_a Q_online(s', a))  (van Hasselt et al., 2016).
 
@@ -47,6 +51,7 @@ class DoubleQLearningTarget:
 
 
 @gin.configurable
+@dataclasses.dataclass(frozen=True)
 class MinCriticTarget:
     """y = r + discount * min_i Q'_i(s', a'), a' the target policy's action at s'.
 
@@ -63,6 +68,7 @@ class MinCriticTarget:
 
 
 @gin.configurable
+@dataclasses.dataclass(frozen=True)
 class CategoricalQLearningTarget:
     """C51's target (Bellemare et al., 2017): the distribution of `r + discount * Z(s', a*)`,
     `a* = argmax_a E[Z_target(s', a)]`, projected onto `support`'s atoms.
@@ -72,8 +78,11 @@ class CategoricalQLearningTarget:
     `CategoricalSupport()` from its gin bindings) must be the network's.
     """
 
-    def __init__(self, support: CategoricalSupport | None = None):
-        self.support = support or CategoricalSupport()
+    support: CategoricalSupport | None = None
+
+    def __post_init__(self):
+        if self.support is None:  # frozen: the default support is set here, once
+            object.__setattr__(self, "support", CategoricalSupport())
 
     def __call__(
         self,
@@ -96,6 +105,7 @@ class CategoricalQLearningTarget:
 
 
 @gin.configurable
+@dataclasses.dataclass(frozen=True)
 class CategoricalDoubleQLearningTarget(CategoricalQLearningTarget):
     """`CategoricalQLearningTarget` with the action chosen by the online network's expected
     values and evaluated by the target network's distribution, as in Rainbow (Hessel et al.,

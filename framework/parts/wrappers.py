@@ -21,6 +21,7 @@ import numpy as np
 from gymnasium.wrappers.utils import RunningMeanStd
 
 from framework import env_state
+from framework.validation import require_positive_number
 
 # gymnasium's wrappers that take an environment and plain parameters.
 COMMON = (
@@ -52,8 +53,7 @@ class NormalizeObservation(gymnasium.wrappers.NormalizeObservation):
 
     def __init__(self, env: gymnasium.Env, epsilon: float = 1e-8, clip: float = 10.0):
         super().__init__(env, epsilon)
-        if not clip > 0:
-            raise ValueError(f"NormalizeObservation.clip must be > 0, got {clip}.")
+        require_positive_number(self, clip=clip)
         self.clip = clip
         low = np.full(env.observation_space.shape, -clip, np.float32)
         self.observation_space = gymnasium.spaces.Box(low, -low, dtype=np.float32)
@@ -77,8 +77,7 @@ class NormalizeReward(gymnasium.wrappers.NormalizeReward):
         self, env: gymnasium.Env, gamma: float = 0.99, epsilon: float = 1e-8, clip: float = 10.0
     ):
         super().__init__(env, gamma, epsilon)
-        if not clip > 0:
-            raise ValueError(f"NormalizeReward.clip must be > 0, got {clip}.")
+        require_positive_number(self, clip=clip)
         self.clip = clip
         self.scaling = True
 

@@ -29,6 +29,7 @@ from framework.parts.losses import CategoricalCrossEntropyLoss
 from framework.parts.minibatches import ShuffledMinibatches
 from framework.parts.prioritized_replay import PrioritizedReplay
 from framework.parts.replay import UniformReplay
+from framework.parts.replay_schedule import ReplaySchedule
 from framework.parts.targets import CategoricalDoubleQLearningTarget
 from framework.parts.value_distribution import CategoricalSupport
 from framework.storage.checkpointing import CheckpointStore
@@ -36,16 +37,17 @@ from tests.checkpoint_contents import assert_same_contents, saved_contents
 
 CARTPOLE = functools.partial(make_env, "CartPole-v1", max_episode_steps=20)
 PENDULUM = functools.partial(make_env, "Pendulum-v1", max_episode_steps=20)
-SMALL_REPLAY = dict(
-    batch_size=8, learning_starts=12, replay=functools.partial(UniformReplay, capacity=500)
-)
+SMALL_REPLAY = functools.partial(UniformReplay, capacity=500)
+# Batches of 8 from the 12th transition on: DQN's every 2nd transition, DDPG's and SAC's every one.
+EVERY_2ND = ReplaySchedule(learning_starts=12, train_freq=2, gradient_steps=1, batch_size=8)
+EVERY_STEP = ReplaySchedule(learning_starts=12, train_freq=1, gradient_steps=1, batch_size=8)
 # Rollouts of 5 vector steps in minibatches of 5 samples, 2 epochs: 2 or 6 steps a call.
 SMALL_PPO = dict(n_steps=5, minibatches=ShuffledMinibatches(n_epochs=2, batch_size=5))
 
 # name -> (environment, agent factory taking (observation_space, action_space, seed))
 AGENTS = {
     "reinforce": (CARTPOLE, ReinforceAgent),
-    "dqn": (CARTPOLE, functools.partial(DQNAgent, train_freq=2, **SMALL_REPLAY)),
+    "dqn": (CARTPOLE, functools.partial(DQNAgent, schedule=EVERY_2ND, replay=SMALL_REPLAY)),
     "dqn_rainbow": (  # a categorical dueling head, 3-step double-Q targets, prioritized replay
         CARTPOLE,
         functools.partial(
@@ -56,22 +58,27 @@ AGENTS = {
             td_target=CategoricalDoubleQLearningTarget(CategoricalSupport(11)),
             loss=CategoricalCrossEntropyLoss(),
             n_step=3,
-            train_freq=2,
-            **{**SMALL_REPLAY, "replay": functools.partial(PrioritizedReplay, capacity=500)},
+            schedule=EVERY_2ND,
+            replay=functools.partial(PrioritizedReplay, capacity=500),
         ),
     ),
-    "ddpg": (PENDULUM, functools.partial(DDPGAgent, **SMALL_REPLAY)),
+    "ddpg": (PENDULUM, functools.partial(DDPGAgent, schedule=EVERY_STEP, replay=SMALL_REPLAY)),
     "td3": (
         PENDULUM,
         functools.partial(
-            DDPGAgent, num_critics=2, target_noise=0.2, actor_every=2, **SMALL_REPLAY
+            DDPGAgent,
+            num_critics=2,
+            target_noise=0.2,
+            actor_every=2,
+            schedule=EVERY_STEP,
+            replay=SMALL_REPLAY,
         ),
     ),
     "a2c": (CARTPOLE, A2CAgent),
     "nstep_q": (CARTPOLE, NStepQAgent),
     "ppo": (CARTPOLE, functools.partial(PPOAgent, **SMALL_PPO)),
     "ppo_gaussian": (PENDULUM, functools.partial(PPOAgent, **SMALL_PPO)),
-    "sac": (PENDULUM, functools.partial(SACAgent, **SMALL_REPLAY)),
+    "sac": (PENDULUM, functools.partial(SACAgent, schedule=EVERY_STEP, replay=SMALL_REPLAY)),
 }
 STEPS = 45  # vector steps of 3: every agent updates several times (REINFORCE after episodes)
 

@@ -15,6 +15,7 @@ from framework.agent import VectorStep
 from framework.parts import networks
 from framework.parts.exploration import GaussianNoise, OrnsteinUhlenbeckNoise
 from framework.parts.prioritized_replay import PrioritizedReplay
+from framework.parts.replay_schedule import ReplaySchedule
 from framework.parts.target_updaters import SoftUpdate
 from framework.storage.event_reader import read_scalars
 from tests.runs import train
@@ -23,7 +24,7 @@ OBSERVATION_SPACE = gym.spaces.Box(-np.inf, np.inf, (1,), np.float32)
 ACTION_SPACE = gym.spaces.Box(-2.0, 2.0, (1,), np.float32)
 
 
-def _tiny_agent(num_critics: int = 1, **kwargs) -> DDPGAgent:
+def _tiny_agent(num_critics: int = 1, learning_starts: int = 1_000, **kwargs) -> DDPGAgent:
     """Constant weights, 1-d states and actions in [-2, 2], batches of 2.
 
     mu(s) = mu'(s) = -2 + (tanh(atanh(0.5)) + 1) * 4 / 2 = 1: zero kernels, bias atanh(0.5).
@@ -37,7 +38,9 @@ def _tiny_agent(num_critics: int = 1, **kwargs) -> DDPGAgent:
         actor_network=functools.partial(networks.actor_mlp, hidden_units=(1,)),
         critic_network=functools.partial(networks.critic_mlp, hidden_units=(1, 1)),
         num_critics=num_critics,
-        batch_size=2,
+        schedule=ReplaySchedule(
+            learning_starts=learning_starts, train_freq=1, gradient_steps=1, batch_size=2
+        ),
         **kwargs,
     )
     for actor in (agent.actor, agent.target_actor):
@@ -230,7 +233,7 @@ def test_configs_build(tmp_path, config, num_critics, actor_every, noise):
 SMALL = [
     "networks.actor_mlp.hidden_units = (64, 64)",
     "networks.critic_mlp.hidden_units = (64, 64)",
-    "DDPGAgent.batch_size = 128",
+    "ReplaySchedule.batch_size = 128",
 ]
 
 
@@ -243,9 +246,9 @@ def test_ddpg_pendulum_return_rises_well_above_the_start(tmp_path):
             "Runner.num_steps = 3000",
             "Runner.eval_interval = 500",
             "Runner.eval_episodes = 2",
-            "DDPGAgent.learning_starts = 500",
-            "DDPGAgent.train_freq = 250",
-            "DDPGAgent.gradient_steps = 500",  # 2 per transition: learns in 3000 steps
+            "ReplaySchedule.learning_starts = 500",
+            "ReplaySchedule.train_freq = 250",
+            "ReplaySchedule.gradient_steps = 500",  # 2 per transition: learns in 3000 steps
         ],
     )
     # After the 500-step warm-up the untrained actor scores about -1300 to -1600; a policy
@@ -274,10 +277,10 @@ def test_ddpg_pendulum_return_rises_well_above_the_start(tmp_path):
 RESUME = [
     "networks.actor_mlp.hidden_units = (16, 16)",
     "networks.critic_mlp.hidden_units = (16, 16)",
-    "DDPGAgent.batch_size = 32",
-    "DDPGAgent.learning_starts = 300",
-    "DDPGAgent.train_freq = 50",
-    "DDPGAgent.gradient_steps = 10",
+    "ReplaySchedule.batch_size = 32",
+    "ReplaySchedule.learning_starts = 300",
+    "ReplaySchedule.train_freq = 50",
+    "ReplaySchedule.gradient_steps = 10",
     "DDPGAgent.noise = @OrnsteinUhlenbeckNoise()",  # a noise with state to carry over
     "Runner.eval_interval = 400",
     "Runner.eval_episodes = 1",

@@ -10,6 +10,7 @@ from framework.agent import VectorStep
 from framework.loop import make_vector_env
 from framework.parts.environments import make_env
 from framework.parts.replay import FrameReplay
+from framework.parts.replay_schedule import ReplaySchedule
 from framework.parts.target_updaters import SoftUpdate
 from framework.storage.event_reader import read_scalars
 from tests.runs import train
@@ -54,7 +55,11 @@ def test_loss_gives_zero_gradient_to_target_network_and_nonzero_to_online():
 
 
 def test_acting_path_matches_the_network():
-    agent = _agent_with_replay(learning_starts=100, train_freq=100, gradient_steps=4)
+    agent = _agent_with_replay(
+        schedule=ReplaySchedule(
+            learning_starts=100, train_freq=100, gradient_steps=4, batch_size=64
+        )
+    )
     agent.update(agent.steps)  # changes the weights; the numpy copy must follow
     observations = np.random.default_rng(1).normal(size=(8, 4)).astype(np.float32)
     greedy = agent.act(observations, explore=False)  # one batched call for all 8
@@ -62,7 +67,9 @@ def test_acting_path_matches_the_network():
 
 
 def test_training_is_due_every_train_freq_steps_after_warmup():
-    agent = _agent_with_replay(learning_starts=100, train_freq=50, gradient_steps=3)
+    agent = _agent_with_replay(
+        schedule=ReplaySchedule(learning_starts=100, train_freq=50, gradient_steps=3, batch_size=64)
+    )
     # Multiples of 50 crossed in 200 steps, from 100 on: 100, 150, 200 -> 3 calls' worth.
     _, health = agent.update(agent.steps)
     assert health.applied_updates == 9
@@ -75,7 +82,9 @@ def test_a_vector_step_crossing_several_train_freq_multiples_trains_for_each():
     # multiples of 2, so every update runs 2 * gradient_steps = 6 gradient steps, as 4 single
     # steps with N = 1 would (gradient steps per transition kept).
     agent = _agent_with_replay(
-        num_envs=4, steps=8, learning_starts=0, train_freq=2, gradient_steps=3
+        num_envs=4,
+        steps=8,
+        schedule=ReplaySchedule(learning_starts=0, train_freq=2, gradient_steps=3, batch_size=64),
     )
     agent.update(agent.steps)  # trains for what the first 8 transitions made due
     agent.observe(
@@ -137,7 +146,7 @@ def test_pong_pixel_path_runs(tmp_path):
             "Runner.eval_episodes = 1",
             "Runner.log_interval = 100",
             "make_atari_env.max_episode_steps = 100",
-            "DQNAgent.learning_starts = 100",
+            "ReplaySchedule.learning_starts = 100",
             "FrameReplay.capacity = 1000",
         ],
     )
@@ -186,7 +195,11 @@ def test_checkpoint_replay_false_leaves_the_replay_out_and_resumes_empty():
 
 
 def test_acting_copy_follows_the_learner_after_an_update():
-    agent = _agent_with_replay(learning_starts=100, train_freq=100, gradient_steps=4)
+    agent = _agent_with_replay(
+        schedule=ReplaySchedule(
+            learning_starts=100, train_freq=100, gradient_steps=4, batch_size=64
+        )
+    )
     agent.update(agent.steps)  # 200 steps: two calls due
     observations = np.random.default_rng(0).normal(size=(5, 4)).astype(np.float32)
     np.testing.assert_allclose(

@@ -14,6 +14,7 @@ import experiments
 from agents.sac import SACAgent
 from framework.agent import VectorStep
 from framework.parts import networks
+from framework.parts.replay_schedule import ReplaySchedule
 from framework.parts.target_updaters import SoftUpdate
 from tests.runs import train
 
@@ -21,7 +22,7 @@ OBSERVATION_SPACE = gym.spaces.Box(-np.inf, np.inf, (1,), np.float32)
 ACTION_SPACE = gym.spaces.Box(-2.0, 2.0, (1,), np.float32)
 
 
-def _tiny_agent(**kwargs) -> SACAgent:
+def _tiny_agent(learning_starts: int = 100, **kwargs) -> SACAgent:
     """1-d states, actions in [-2, 2] (unit actions a / 2), batches of 2, constant weights:
 
     actor: mean = atanh(0.5), log std = log 0.1 (zero kernels), so tanh(mean) = 0.5;
@@ -34,7 +35,9 @@ def _tiny_agent(**kwargs) -> SACAgent:
         seed=0,
         actor_network=functools.partial(networks.gaussian_actor_mlp, hidden_units=(1,)),
         critic_network=functools.partial(networks.critic_mlp, hidden_units=(1, 1)),
-        batch_size=2,
+        schedule=ReplaySchedule(
+            learning_starts=learning_starts, train_freq=1, gradient_steps=1, batch_size=2
+        ),
         **kwargs,
     )
     agent.actor.get_layer("hidden_0").set_weights([np.zeros((1, 1)), np.zeros(1)])
@@ -121,7 +124,7 @@ def test_one_step_is_sb3s_order_temperature_critics_actor_targets():
         temperature_optimizer=keras.optimizers.SGD(rates["temperature"]),
         target_updater=SoftUpdate(tau=0.25),
         initial_temperature=0.5,
-        batch_size=2,
+        schedule=ReplaySchedule(learning_starts=100, train_freq=1, gradient_steps=1, batch_size=2),
     )
     actor = _clone(agent.actor)
     critics = [_clone(c) for c in agent.critics]
@@ -234,7 +237,9 @@ def test_the_config_builds_at_sb3s_settings(tmp_path):
     assert isinstance(agent, SACAgent) and len(agent.critics) == 2
     assert [group.name for group in agent.learner.groups] == ["critic", "actor", "temperature"]
     assert agent.target_entropy == -1.0 and agent.alpha.numpy() == 1.0
-    assert (agent.batch_size, agent.learning_starts, agent.train_freq) == (256, 100, 1)
+    assert agent.schedule == ReplaySchedule(
+        learning_starts=100, train_freq=1, gradient_steps=1, batch_size=256
+    )
     assert agent.replay.capacity == 1_000_000 and agent.learner.jit_compile
     for group in agent.learner.groups:
         np.testing.assert_allclose(group.optimizer.learning_rate.numpy(), 1e-3)
@@ -248,7 +253,7 @@ def test_a_run_traces_its_learner_once(tmp_path):
         [
             "networks.gaussian_actor_mlp.hidden_units = (16, 16)",
             "networks.critic_mlp.hidden_units = (16, 16)",
-            "SACAgent.batch_size = 32",
+            "ReplaySchedule.batch_size = 32",
             "Runner.num_steps = 300",
             "Runner.eval_interval = 300",
             "Runner.eval_episodes = 1",
@@ -267,7 +272,7 @@ def test_pendulum_return_rises(tmp_path):
         [
             "networks.gaussian_actor_mlp.hidden_units = (64, 64)",
             "networks.critic_mlp.hidden_units = (64, 64)",
-            "SACAgent.batch_size = 64",
+            "ReplaySchedule.batch_size = 64",
             "Runner.num_steps = 2500",
             "Runner.eval_interval = 500",
             "Runner.eval_episodes = 2",

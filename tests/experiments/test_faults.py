@@ -60,12 +60,12 @@ BAD_CONFIGS = {
     "negative_learning_rate": (
         BANDIT,
         ["optimizers.Adam.learning_rate = -0.1"],
-        ["optimizers.Adam.learning_rate must be > 0, got -0.1."],
+        ["optimizers.Adam.learning_rate must be a number > 0, got -0.1 (float)."],
     ),
     "replay_below_batch": (
         DQN,
         ["UniformReplay.capacity = 10"],
-        ["capacity (10)", "DQNAgent.batch_size (64)"],
+        ["capacity (10)", "DQNAgent's ReplaySchedule.batch_size (64)"],
     ),
     "bound_twice_in_bindings": (
         BANDIT,
@@ -293,7 +293,7 @@ def _write_arrays_until_full(monkeypatch, fail_at_step: int):
 def test_disk_full_stops_with_one_paragraph_keeps_the_last_checkpoint_and_resumes(
     tmp_path, monkeypatch
 ):
-    bindings = [*TINY, "DQNAgent.learning_starts = 50", "DQNAgent.train_freq = 50"]
+    bindings = [*TINY, "ReplaySchedule.learning_starts = 50", "ReplaySchedule.train_freq = 50"]
     with monkeypatch.context() as patched:
         _write_arrays_until_full(patched, fail_at_step=200)
         with pytest.raises(experiments.RunError) as raised:
@@ -328,8 +328,8 @@ def test_a_really_full_disk_loses_nothing(small_filesystem):
         "Runner.eval_episodes = 1",
         "Runner.checkpoint_interval = 500",
         "Runner.max_checkpoints_to_keep = 1",
-        "DQNAgent.train_freq = 500",
-        "DQNAgent.gradient_steps = 1",
+        "ReplaySchedule.train_freq = 500",
+        "ReplaySchedule.gradient_steps = 1",
         "networks.mlp.hidden_units = (16,)",
     ]
     # Leaves ~300 kB: the first checkpoints fit, one with 6000 transitions (~290 kB) does not.
@@ -383,7 +383,7 @@ def test_a_start_killed_before_its_first_checkpoint_simply_starts_again(tmp_path
 
 
 def test_a_changed_config_is_named_when_the_checkpoint_does_not_fit(tmp_path):
-    bindings = [*TINY, "DQNAgent.learning_starts = 50", "DQNAgent.train_freq = 50"]
+    bindings = [*TINY, "ReplaySchedule.learning_starts = 50", "ReplaySchedule.train_freq = 50"]
     experiments.train(DQN, bindings, str(tmp_path))
     bigger = [*bindings[1:], "Runner.num_steps = 400", "networks.mlp.hidden_units = (32,)"]
     with pytest.raises(experiments.RunError) as raised:
@@ -561,8 +561,8 @@ def test_a_full_disk_in_tensorflows_own_variable_save_is_one_paragraph(small_fil
         "Runner.eval_episodes = 1",
         "Runner.checkpoint_interval = 2000",
         "Runner.max_checkpoints_to_keep = 1",
-        "DQNAgent.learning_starts = 1000",
-        "DQNAgent.train_freq = 1000",
+        "ReplaySchedule.learning_starts = 1000",
+        "ReplaySchedule.train_freq = 1000",
         "UniformReplay.capacity = 1000",
     ]
     (small_filesystem / "filler").write_bytes(b"\0" * (1200 * 1024))

@@ -94,7 +94,7 @@ def test_default_config_trains_from_a_non_editable_install(installed, tmp_path):
         "Runner.num_steps=300",
         "Runner.eval_interval=300",
         "Runner.eval_episodes=1",
-        "DQNAgent.learning_starts=100",
+        "ReplaySchedule.learning_starts=100",
     )
     args = ["-m", "experiments.run", f"--base_dir={tmp_path / 'run'}"]
     args += [f"--gin_bindings={binding}" for binding in bindings]

@@ -12,7 +12,7 @@ from experiments import learner_floor
 def test_the_floor_and_the_learner_take_the_same_steps():
     learner_call, floor_call, agent, floor_online = learner_floor.build(
         "gin_configs/dqn/cartpole_rlzoo.gin",
-        ["DQNAgent.gradient_steps = 3", "networks.mlp.hidden_units = (16,)"],
+        ["ReplaySchedule.gradient_steps = 3", "networks.mlp.hidden_units = (16,)"],
     )
     before = agent.online.get_weights()
     learner_call()
@@ -28,10 +28,10 @@ def test_the_sac_floor_and_the_learner_take_the_same_steps():
     learner_call, floor_call, agent, floor_networks = learner_floor.build(
         "gin_configs/sac/pendulum.gin",
         [
-            "SACAgent.gradient_steps = 3",
+            "ReplaySchedule.gradient_steps = 3",
             "networks.gaussian_actor_mlp.hidden_units = (16,)",
             "networks.critic_mlp.hidden_units = (16, 16)",
-            "SACAgent.batch_size = 32",
+            "ReplaySchedule.batch_size = 32",
         ],
     )
     models = [agent.actor, *agent.critics, *agent.target_critics]

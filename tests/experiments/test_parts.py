@@ -137,17 +137,22 @@ def test_listing_shows_defaults_and_first_doc_line_in_short_lines(listing):
     assert "agent=REQUIRED" in runner and "base_dir" not in runner
 
 
+# DQNAgent's default schedule, as `describe` shows it.
+DQN_SCHEDULE = "ReplaySchedule(learning_starts=1000, train_freq=4, gradient_steps=1, batch_size=64)"
+
+
 def defaults(name: str) -> dict[str, str]:
     return {p.name: p.default for p in parts.find(name).parameters}
 
 
 def test_a_part_in_full_shows_its_parameters_with_the_right_defaults():
     text = parts.describe("DQNAgent")
-    assert re.search(r"^  batch_size: int = 64$", text, re.M)
+    assert f"\n  schedule: ReplaySchedule = {DQN_SCHEDULE}\n" in text
     assert re.search(r"^  network: .* = @mlp$", text, re.M)
     assert re.search(r"^  DQNAgent.\w+ = \S", text, re.M)  # the example binding
     assert "gin names: DQNAgent, agents.dqn.DQNAgent" in text
-    assert defaults("DQNAgent")["batch_size"] == "64"
+    assert defaults("DQNAgent")["schedule"] == DQN_SCHEDULE
+    assert defaults("ReplaySchedule")["batch_size"] == "REQUIRED"
     assert defaults("DQNAgent")["gamma"] == "0.99"
 
     mlp = parts.describe("networks.mlp")
@@ -211,7 +216,8 @@ def test_command_line():
     known, unknown = start("DQNAgent"), start("DQNAgnet")  # both at once: ~4 s of imports each
     out, err = known.communicate(timeout=240)
     assert known.returncode == 0, err
-    assert out.startswith("DQNAgent  (agents)\n") and "  batch_size: int = 64\n" in out
+    assert out.startswith("DQNAgent  (agents)\n")
+    assert f"\n  schedule: ReplaySchedule = {DQN_SCHEDULE}\n" in out
     assert err == ""  # no TensorFlow start-up noise
     out, err = unknown.communicate(timeout=240)
     assert unknown.returncode == 1 and out == ""

@@ -41,8 +41,8 @@ CASES = {
             "Runner.eval_interval = 1000",
             "Runner.eval_episodes = 3",
             "Runner.log_interval = 500",
-            "DQNAgent.train_freq = 128",
-            "DQNAgent.gradient_steps = 16",
+            "ReplaySchedule.train_freq = 128",
+            "ReplaySchedule.gradient_steps = 16",
         ],
     ),
     "dqn_rainbow": (  # C51, dueling, 3-step double-Q and prioritized replay: its sum-tree too
@@ -53,8 +53,8 @@ CASES = {
             "Runner.eval_interval = 1000",
             "Runner.eval_episodes = 3",
             "Runner.log_interval = 500",
-            "DQNAgent.train_freq = 128",
-            "DQNAgent.gradient_steps = 16",
+            "ReplaySchedule.train_freq = 128",
+            "ReplaySchedule.gradient_steps = 16",
         ],
     ),
     "sac": (  # three update groups, the temperature and its optimizer among the weights
@@ -62,7 +62,7 @@ CASES = {
         [
             "networks.gaussian_actor_mlp.hidden_units = (16, 16)",
             "networks.critic_mlp.hidden_units = (16, 16)",
-            "SACAgent.batch_size = 32",
+            "ReplaySchedule.batch_size = 32",
             "Runner.num_steps = 600",
             "Runner.checkpoint_interval = 200",  # past the 100-step warm-up: training's state
             "Runner.eval_interval = 200",
@@ -177,8 +177,8 @@ def test_twenty_kills_at_random_moments_leave_one_clean_identical_run(tmp_path):
     gin_file = "gin_configs/dqn/cartpole.gin"
     bindings = [
         "Runner.num_steps = 100000",
-        "DQNAgent.train_freq = 32",
-        "DQNAgent.gradient_steps = 32",
+        "ReplaySchedule.train_freq = 32",
+        "ReplaySchedule.gradient_steps = 32",
         "Runner.checkpoint_interval = 500",
         "Runner.eval_interval = 2000",
         "Runner.eval_episodes = 3",

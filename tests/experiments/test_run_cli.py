@@ -141,13 +141,15 @@ INVOCATIONS = {
         (
             "--gin_file=reinforce/bandit.gin",
             *bindings(
-                "Runner.num_steps = 123", "DQNAgent.batch_size = 32", "eval/Runner.num_steps = 5"
+                "Runner.num_steps = 123",
+                "ReplaySchedule.batch_size = 32",
+                "eval/Runner.num_steps = 5",
             ),
             "--dry_run",
         )
     ),
     "strict": Invocation(
-        (BANDIT, *bindings("Runner.num_steps = 10", "DQNAgent.batch_size = 32"), "--strict")
+        (BANDIT, *bindings("Runner.num_steps = 10", "ReplaySchedule.batch_size = 32"), "--strict")
     ),
     "default": Invocation(("--dry_run",)),
     **{
@@ -356,7 +358,7 @@ def test_dry_run_prints_config_and_writes_nothing(cli):
 def test_dry_run_warns_about_unused_bindings_by_name(cli):
     result = completed(cli, "dry_run")
     warnings = [line for line in result.stderr.splitlines() if "never used" in line]
-    assert any("DQNAgent.batch_size" in line for line in warnings), result.explain()
+    assert any("ReplaySchedule.batch_size" in line for line in warnings), result.explain()
     assert any("eval/Runner.num_steps" in line for line in warnings), result.explain()
     assert len(warnings) == 2, result.explain()  # the bindings that are used are not reported
 
@@ -365,7 +367,7 @@ def test_strict_fails_on_an_unused_binding(cli):
     result = cli["strict"]
     assert result.returncode == 1, result.explain()
     message = result.error_message()
-    assert "--strict" in message and "DQNAgent.batch_size" in message, message
+    assert "--strict" in message and "ReplaySchedule.batch_size" in message, message
     assert not result.base_dir.exists()
 
 

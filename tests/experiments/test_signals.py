@@ -21,8 +21,8 @@ BINDINGS = [
     "Runner.eval_interval = 1000",
     "Runner.eval_episodes = 3",
     "Runner.log_interval = 500",
-    "DQNAgent.train_freq = 128",
-    "DQNAgent.gradient_steps = 16",
+    "ReplaySchedule.train_freq = 128",
+    "ReplaySchedule.gradient_steps = 16",
 ]
 
 

@@ -24,7 +24,7 @@ from tests.experiments import cli
 SHORT = ["Runner.eval_episodes = 2", "Runner.log_interval = 100"]
 PONG = [
     "make_atari_env.max_episode_steps = 60",
-    "DQNAgent.learning_starts = 100",
+    "ReplaySchedule.learning_starts = 100",
     "FrameReplay.capacity = 1000",
     "DQNAgent.eval_epsilon = 0.0",  # the export is the greedy policy
 ]
@@ -36,13 +36,18 @@ SMALL_PPO = [
 # name -> (gin file, bindings, environment steps, evaluation and checkpoint interval)
 RUNS = {
     "reinforce": ("reinforce/cartpole.gin", [], 800, 200),
-    "dqn": ("dqn/cartpole.gin", ["DQNAgent.learning_starts = 300"], 1200, 300),
+    "dqn": ("dqn/cartpole.gin", ["ReplaySchedule.learning_starts = 300"], 1200, 300),
     # C51's export differs: expected values from a categorical dueling head (PER besides).
-    "dqn_rainbow": ("dqn/cartpole_rainbow.gin", ["DQNAgent.learning_starts = 300"], 1200, 300),
+    "dqn_rainbow": (
+        "dqn/cartpole_rainbow.gin",
+        ["ReplaySchedule.learning_starts = 300"],
+        1200,
+        300,
+    ),
     "dqn_pixels": ("dqn/pong.gin", PONG, 200, 100),
     "td3_normalized": (  # DDPG/TD3, with observation statistics in the snapshot and export
         "td3/pendulum.gin",
-        ["DDPGAgent.learning_starts = 100", "make_env.wrappers = [@NormalizeObservation]"],
+        ["ReplaySchedule.learning_starts = 100", "make_env.wrappers = [@NormalizeObservation]"],
         400,
         200,
     ),
@@ -51,7 +56,7 @@ RUNS = {
         [
             "networks.gaussian_actor_mlp.hidden_units = (32, 32)",
             "networks.critic_mlp.hidden_units = (32, 32)",
-            "SACAgent.batch_size = 32",
+            "ReplaySchedule.batch_size = 32",
         ],
         400,
         200,

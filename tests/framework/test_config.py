@@ -89,13 +89,26 @@ def test_an_unknown_parameter_names_the_parts_that_take_it():
     with pytest.raises(config.ConfigError) as error:
         config.parse(["gin_configs/dqn/cartpole.gin"], ["DQNAgent.learning_rate = 0.01"])
     message = str(error.value)
-    assert "Did you mean 'learning_starts'?" in message
     assert (
         "learning_rate is a parameter of other parts: optimizers.Adam.learning_rate (this config "
         "uses it), optimizers.RMSprop.learning_rate, optimizers.SGD.learning_rate and 1 more."
         in message  # the fourth, optimizers.TorchAdam.learning_rate, counted, not listed
     )
     assert "\n" not in message
+
+
+def test_a_misspelt_or_moved_parameter_says_where_to_look():
+    with pytest.raises(config.ConfigError) as error:
+        config.parse(["gin_configs/dqn/cartpole.gin"], ["DQNAgent.gama = 0.9"])
+    assert "Did you mean 'gamma'?" in str(error.value)
+    # A replay agent's schedule is a part of its own, which the agent's name points to.
+    with pytest.raises(config.ConfigError) as error:
+        config.parse(["gin_configs/dqn/cartpole.gin"], ["DQNAgent.learning_starts = 100"])
+    message = str(error.value)
+    assert (
+        "learning_starts is a parameter of other parts: ReplaySchedule.learning_starts (this "
+        "config uses it)." in message
+    )
 
 
 def test_a_package_form_include_logs_no_probe(tmp_path, monkeypatch, caplog):

@@ -13,8 +13,8 @@ SHORT_DQN = [
     "Runner.num_steps = 2000",
     "Runner.eval_interval = 1000",
     "Runner.eval_episodes = 2",
-    "DQNAgent.train_freq = 100",
-    "DQNAgent.gradient_steps = 8",
+    "ReplaySchedule.train_freq = 100",
+    "ReplaySchedule.gradient_steps = 8",
 ]
 
 
@@ -59,8 +59,8 @@ COUNTING = [
     "Runner.log_interval = 500",
     "Runner.checkpoint_interval = 700",
     "Runner.max_checkpoints_to_keep = 10",
-    "DQNAgent.train_freq = 256",
-    "DQNAgent.gradient_steps = 2",
+    "ReplaySchedule.train_freq = 256",
+    "ReplaySchedule.gradient_steps = 2",
 ]
 
 
@@ -95,9 +95,9 @@ SHORT_EPISODES = {  # episodes of at most 20 steps: many truncate, as the resume
             "Runner.eval_interval = 250",
             "Runner.eval_episodes = 1",
             "Runner.log_interval = 50",
-            "DQNAgent.learning_starts = 100",
-            "DQNAgent.train_freq = 16",
-            "DQNAgent.gradient_steps = 2",
+            "ReplaySchedule.learning_starts = 100",
+            "ReplaySchedule.train_freq = 16",
+            "ReplaySchedule.gradient_steps = 2",
         ],
     ),
     "reinforce": (

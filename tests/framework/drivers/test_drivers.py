@@ -15,6 +15,7 @@ from framework.drivers.asynchronous import AsynchronousDriver
 from framework.drivers.driver import Driver, Seeds
 from framework.drivers.synchronous import SynchronousDriver
 from framework.parts.environments import make_env
+from framework.parts.replay_schedule import ReplaySchedule
 from framework.storage.checkpointing import CheckpointStore
 from tests.checkpoint_contents import assert_same_contents, saved_contents
 
@@ -38,7 +39,12 @@ def _nan_cartpole() -> gym.Env:
 DRIVERS = {
     "synchronous": (
         lambda env_factory: SynchronousDriver(
-            functools.partial(DQNAgent, learning_starts=20, train_freq=8, batch_size=8),
+            functools.partial(
+                DQNAgent,
+                schedule=ReplaySchedule(
+                    learning_starts=20, train_freq=8, gradient_steps=1, batch_size=8
+                ),
+            ),
             env_factory,
             num_envs=2,
             seeds=SEEDS,

@@ -1,5 +1,6 @@
 """Tests for framework/losses.py against values worked out by hand in the comments."""
 
+import dataclasses
 import math
 
 import numpy as np
@@ -139,6 +140,14 @@ def test_gradient_flows_to_online_weights_only(target_fn, loss_fn, expected_w00_
 def test_bad_constructor_arguments_raise(make):
     with pytest.raises(ValueError):
         make()
+
+
+def test_a_loss_is_its_hyperparameters():
+    # Frozen dataclasses: equal by value, shown with their fields, unchanged once built.
+    assert TDHuberLoss(delta=2.0) == TDHuberLoss(delta=2.0) != TDHuberLoss(delta=1.0)
+    assert repr(PolicyGradientLoss(entropy_coef=0.1)) == "PolicyGradientLoss(entropy_coef=0.1)"
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        TDHuberLoss().delta = 3.0
 
 
 # Every TD-style loss: TD-MSE (DQN's option, and the DDPG/TD3 critics' loss), Huber (DQN).

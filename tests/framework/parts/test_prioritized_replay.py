@@ -143,7 +143,7 @@ def test_bad_use_and_bad_state_are_said():
     replay.sample_stack(2, 3, np.random.default_rng(0))
     with pytest.raises(ValueError, match=r"errors of shape \(3,\) for a sample of shape \(2, 3\)"):
         replay.update_priorities(np.zeros(3))
-    with pytest.raises(ValueError, match="alpha must be >= 0"):
+    with pytest.raises(ValueError, match=r"PrioritizedReplay\.alpha must be a number >= 0"):
         _replay(alpha=-1.0)
     with pytest.raises(ValueError, match="must stay in \\[0, 1\\]"):
         _replay(beta=LinearSchedule(0.4, 2.0, 10))

@@ -25,9 +25,9 @@ NORMALIZED = [
     "Runner.log_interval = 50",
     "Runner.num_envs = 3",
     "make_env.max_episode_steps = 30",
-    "DQNAgent.learning_starts = 90",
-    "DQNAgent.train_freq = 30",
-    "DQNAgent.gradient_steps = 2",
+    "ReplaySchedule.learning_starts = 90",
+    "ReplaySchedule.train_freq = 30",
+    "ReplaySchedule.gradient_steps = 2",
 ]
 
 

@@ -20,9 +20,9 @@ DQN_SHORT = [
     "Runner.checkpoint_interval = 150",
     "Runner.eval_interval = 1000",
     "Runner.eval_episodes = 1",
-    "DQNAgent.learning_starts = 100",
-    "DQNAgent.train_freq = 50",
-    "DQNAgent.gradient_steps = 2",
+    "ReplaySchedule.learning_starts = 100",
+    "ReplaySchedule.train_freq = 50",
+    "ReplaySchedule.gradient_steps = 2",
 ]
 
 
