@@ -3,6 +3,8 @@
 Every gradient step of every agent goes through `Learner`. A step runs the learner's update
 groups in list order (TD3's critic is updated before its actor reads it), each on its own
 variables, optimizer and schedule (`every`); `_update_group` is one group's step, top to bottom.
+A group's loss may read the loss extras of groups before it in the same step, as values
+(`UpdateGroup.reads`: SAC's temperature reads the actor's log-probabilities).
 The step never writes summaries: it returns metric tensors, averaged over the call's steps, and a
 small health vector that the loop reads to stop or count non-finite updates.
 How a call reaches TensorFlow (k steps per call, a packed batch, a direct call, an optimistic
@@ -38,7 +40,8 @@ from framework.parts.target_updaters import NoUpdate, TargetUpdater
 
 Batch = dict[str, tf.Tensor]
 Metrics = dict[str, tf.Tensor]
-LossFn = Callable[[Batch], tuple[tf.Tensor, Metrics]]
+# `loss_fn(batch)`, or `loss_fn(batch, earlier)` for a group that reads earlier groups.
+LossFn = Callable[..., tuple[tf.Tensor, Metrics]]
 
 
 @dataclasses.dataclass
@@ -47,8 +50,14 @@ class UpdateGroup:
 
     `every`: the group runs at learner steps where `step % every == 0`, counting from 1 (TD3's
     delayed actor: 2). `name` prefixes its metrics (`"critic"` gives `"critic/loss"`); `""`
-    keeps them unprefixed. The optimizer is built by the learner, so that its slots exist
-    before any checkpoint restore (an unbuilt optimizer silently skips restoring them).
+    keeps them unprefixed. `reads`: names of groups before this one whose loss extras of the
+    same step its loss takes, as `loss_fn(batch, earlier)` with `earlier[name]` that group's
+    extras, without gradient (SAC's temperature reads the actor's log-probabilities); a loss
+    that reads nothing is `loss_fn(batch)`. Its `every` must be a multiple of theirs (the
+    learner checks), so that it runs only at steps where they ran too: it never reads a step of
+    theirs that did not happen. The optimizer is built by the learner, so that its
+    slots exist before any checkpoint restore (an unbuilt optimizer silently skips restoring
+    them).
     """
 
     loss_fn: LossFn
@@ -60,10 +69,17 @@ class UpdateGroup:
     target_variables: Sequence[tf.Variable] = ()
     every: int = 1
     name: str = ""
+    reads: Sequence[str] = ()
 
     def __post_init__(self):
         if self.every < 1:
             raise ValueError(f"UpdateGroup {self.name!r}: every must be >= 1, got {self.every}.")
+        if isinstance(self.reads, str):
+            raise ValueError(
+                f"UpdateGroup {self.name!r}: reads takes a sequence of group names, e.g. "
+                f"({self.reads!r},), got the string {self.reads!r}."
+            )
+        self.reads = tuple(self.reads)
         self.variables = list(self.variables)
         self.online_variables = list(self.online_variables)
         self.target_variables = list(self.target_variables)
@@ -73,6 +89,14 @@ class UpdateGroup:
     @property
     def prefix(self) -> str:
         return f"{self.name}/" if self.name else ""
+
+    def loss(self, batch: Batch, earlier: ExtrasByGroup) -> tuple[tf.Tensor, Metrics]:
+        """The loss and its extras on `batch`, given the loss extras of this step's earlier
+        groups by name (of which it takes those it reads, as constants)."""
+        if not self.reads:
+            return self.loss_fn(batch)
+        read = {name: tf.nest.map_structure(tf.stop_gradient, earlier[name]) for name in self.reads}
+        return self.loss_fn(batch, read)
 
 
 @gin.configurable(allowlist=["jit_compile", "direct_call"])
@@ -129,6 +153,7 @@ class Learner(tf.Module):
         names = [group.name for group in groups]
         if len(groups) > 1 and len(set(names)) != len(names):
             raise ValueError(f"Learner: update groups need distinct names, got {names}.")
+        _check_reads(groups)
         self.groups = groups
         for group in groups:
             optimizers.check_learning_rate(group.optimizer)
@@ -276,9 +301,10 @@ class Learner(tf.Module):
         batch: Batch,
         applies: tf.Tensor,
         optimistic: bool,
+        earlier: ExtrasByGroup,
     ) -> tuple[dict, Metrics]:
         """One group's gradient step: loss, gradients, processing, apply, target update. Returns
-        what it counts, and its loss extras.
+        what it counts, and its loss extras (for the groups after it, `earlier`'s).
 
         A non-finite step reaches neither the optimizer nor a processor with state (an
         accumulation keeps its good parts): the variables keep their last good values and the
@@ -286,7 +312,7 @@ class Learner(tf.Module):
         optimistic call (`steps.StepCalls`) every step applies and a non-finite one
         rolls the whole call back instead: under XLA the branch costs more than the arithmetic.
         """
-        loss, extras, grads = loss_and_gradients(group, batch)
+        loss, extras, grads = loss_and_gradients(group, batch, earlier)
         # A NaN or inf in any gradient makes the global norm NaN or inf: one test on a number
         # the step needs anyway. (Gradients whose squares overflow count as non-finite too.)
         grad_norm = tf.linalg.global_norm(grads)
@@ -418,11 +444,12 @@ class Learner(tf.Module):
 
 
 def loss_and_gradients(
-    group: UpdateGroup, batch: Batch
+    group: UpdateGroup, batch: Batch, earlier: ExtrasByGroup
 ) -> tuple[tf.Tensor, Metrics, list[tf.Tensor]]:
-    """The group's loss on `batch`, the loss function's extras, and the gradients."""
+    """The group's loss on `batch` (given this step's earlier groups' extras), the loss
+    function's extras, and the gradients."""
     with tf.GradientTape() as tape:
-        loss, extras = group.loss_fn(batch)
+        loss, extras = group.loss(batch, earlier)
     grads = tape.gradient(loss, group.variables)
     missing = [_name(v) for v, g in zip(group.variables, grads, strict=True) if g is None]
     if missing:
@@ -498,11 +525,12 @@ def extras_specs(
     groups: Sequence[UpdateGroup], batches: Batch
 ) -> dict[str, dict[str, tf.TensorSpec]]:
     """Each group's loss extras by group name, from a trace of the losses alone (their forward
-    passes, nothing more)."""
+    passes, nothing more; in order, so that a group that reads earlier ones gets theirs)."""
     batch = tf.nest.map_structure(lambda x: tf.TensorSpec(x.shape[1:], x.dtype), batches)
     specs = {}
     for group in groups:
-        traced = tf.function(group.loss_fn, autograph=False).get_concrete_function(batch)
+        earlier = {name: specs[name] for name in group.reads}
+        traced = tf.function(group.loss, autograph=False).get_concrete_function(batch, earlier)
         specs[group.name] = {
             name: tf.TensorSpec(value.shape, value.dtype)
             for name, value in traced.structured_outputs[1].items()
@@ -541,14 +569,16 @@ def copy_variables(source: Sequence[tf.Variable], destination: Sequence[tf.Varia
 def when_due(
     groups: Sequence[UpdateGroup],
     step: tf.Tensor,
-    updates: Sequence[Callable[[], tuple[dict, Metrics]]],
+    updates: Sequence[Callable[[ExtrasByGroup], tuple[dict, Metrics]]],
 ) -> tuple[list[dict], ExtrasByGroup]:
-    """Each group's `update() -> (outputs, extras)` at learner step `step` (from 1), in order,
-    where the group is due (`every`), else zeros of the same structure: a group that is not due
-    adds nothing to any sum. Returns the outputs, and every group's extras by name."""
+    """Each group's `update(earlier) -> (outputs, extras)` at learner step `step` (from 1), in
+    order, where the group is due (`every`), else zeros of the same structure: a group that is
+    not due adds nothing to any sum. `earlier` holds the extras of the groups before it. Returns
+    the outputs, and every group's extras by name."""
     outputs, extras = [], {}
     for group, update in zip(groups, updates, strict=True):
-        due = update() if group.every == 1 else _when(tf.equal(step % group.every, 0), update)
+        run = functools.partial(update, dict(extras))
+        due = run() if group.every == 1 else _when(tf.equal(step % group.every, 0), run)
         outputs.append(due[0])
         extras[group.name] = due[1]
     return outputs, extras
@@ -577,6 +607,25 @@ def _cond_or_run(predicate: tf.Tensor, fn: Callable[[], tf.Tensor]) -> tf.Tensor
     if known is not None and bool(known):
         return fn()
     return tf.cond(predicate, fn, lambda: tf.constant(False))
+
+
+def _check_reads(groups: Sequence[UpdateGroup]) -> None:
+    """Raises ValueError unless each group reads only groups before it, which run at every step
+    it runs (its `every` a multiple of theirs)."""
+    for index, group in enumerate(groups):
+        before = {earlier.name: earlier.every for earlier in groups[:index]}
+        for name in group.reads:
+            if name not in before:
+                raise ValueError(
+                    f"Learner: update group {group.name!r} reads {name!r}, which is not a group "
+                    f"before it; the groups in order: {[g.name for g in groups]}."
+                )
+            if group.every % before[name]:
+                raise ValueError(
+                    f"Learner: update group {group.name!r} (every {group.every}) reads {name!r} "
+                    f"(every {before[name]}), so it would run at steps where {name!r} did not: "
+                    f"its every must be a multiple of {before[name]}."
+                )
 
 
 def _releases_every_step(processor: GradientProcessor, variables: Sequence[tf.Variable]) -> bool:

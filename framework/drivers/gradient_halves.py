@@ -83,8 +83,8 @@ class WorkerGradients:
         return gradients, push_now, metrics, tf.cast(health, tf.int64)
 
     @staticmethod
-    def _group(group: UpdateGroup, batch: dict) -> tuple[dict, dict]:
-        loss, extras, grads = loss_and_gradients(group, batch)
+    def _group(group: UpdateGroup, batch: dict, earlier: dict) -> tuple[dict, dict]:
+        loss, extras, grads = loss_and_gradients(group, batch, earlier)
         grad_norm = tf.linalg.global_norm(grads)
         finite = tf.logical_and(tf.math.is_finite(loss), tf.math.is_finite(grad_norm))
         processed, release, processor_metrics = process(group, grads, finite)
