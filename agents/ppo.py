@@ -29,6 +29,7 @@ import tensorflow as tf
 from agents.on_policy import RolloutAgent
 from framework.agent import Extras, Metrics
 from framework.learner import Batch, Learner, UpdateGroup
+from framework.learner_steps import StopWhen
 from framework.parts import acting, exploration, networks
 from framework.parts.distributions import Categorical, DiagonalGaussian
 from framework.parts.gradient_processors import ClipByGlobalNorm, GradientProcessor
@@ -167,13 +168,13 @@ class PPOAgent(RolloutAgent):
                 self.network.trainable_variables,
                 optimizer or TorchAdam(3e-4, epsilon=1e-5),
                 gradient_processor or ClipByGlobalNorm(0.5),
-                stop=None if target_kl is None else self._kl_too_large,
             ),
             # One trace for the whole run: the rollout, and the minibatches' order.
             batch_spec={**self.rollout.spec(), "order": self.minibatches.spec()},
             publish=self.acting.variables,
             prepare=self._minibatches,
             schedules=schedules,
+            stop=None if target_kl is None else StopWhen(self._kl_too_large),
         )
 
     def _kl_too_large(self, extras: Metrics) -> tf.Tensor:

@@ -19,9 +19,9 @@ This is Stable-Baselines3's order of one gradient step (temperature, critics wit
 pre-update alpha, actor against the updated critics, targets) with the temperature's apply
 moved last: SB3 updates the temperature first, from the log-probabilities of the sample its
 actor loss then reuses, and uses the alpha read before that update in both other losses; here
-the temperature reads the same sample's log-probabilities after the actor group computed them
-(kept in `_policy_log_probs`), so every loss sees exactly the values it sees in SB3, while the
-actor's forward pass on s runs once per step, not twice. (tests/agents/test_sac.py replays one
+the temperature reads the same sample's log-probabilities from the actor group's loss extras of
+the same step (`UpdateGroup.reads`), so every loss sees exactly the values it sees in SB3, while
+the actor's forward pass on s runs once per step, not twice. (tests/agents/test_sac.py replays one
 step in SB3's written order and compares every variable.) The temperature group runs last also
 because the reward reaches only the critic group, first, as the agent contract expects.
 
@@ -42,6 +42,7 @@ import tensorflow as tf
 
 from agents.off_policy import ActorCriticReplayAgent
 from framework.learner import Learner, UpdateGroup
+from framework.learner_steps import PER_SAMPLE
 from framework.parts import acting, networks
 from framework.parts.gradient_processors import GradientProcessor
 from framework.parts.losses import SoftPolicyLoss, TDMSELoss, TemperatureLoss
@@ -52,6 +53,9 @@ from framework.parts.squashed_gaussian import SquashedGaussian
 from framework.parts.target_updaters import SoftUpdate, TargetUpdater
 from framework.parts.targets import MinCriticTarget
 from framework.validation import require_positive, require_positive_number
+
+# The actor step's log pi(a~|s) [B], in its loss extras, which the temperature group reads.
+LOG_PROBS = PER_SAMPLE + "log_prob"
 
 
 @gin.configurable
@@ -131,10 +135,6 @@ class SACAgent(ActorCriticReplayAgent):
         self.log_alpha = tf.Variable(
             math.log(initial_temperature), trainable=learn_temperature, name="log_alpha"
         )
-        # The actor step's log pi(a~|s) [B], which the temperature group reads after it.
-        self._policy_log_probs = tf.Variable(
-            tf.zeros([schedule.batch_size]), trainable=False, name="policy_log_probs"
-        )
         self.acting = acting.gaussian_actor_forward(self.actor)
         groups = [
             self.critic_group(
@@ -160,13 +160,14 @@ class SACAgent(ActorCriticReplayAgent):
                     [self.log_alpha],
                     temperature_optimizer or TorchAdam(3e-4),
                     name="temperature",
+                    reads=("actor",),
                 )
             )
         self.learner = Learner(
             groups,
             batch_spec=self.batch_spec(tf.TensorSpec([self.action_size], tf.float32)),
             publish=self.acting.variables,
-            loss_state=[self.tf_rng.state, self._policy_log_probs],
+            loss_state=[self.tf_rng.state],
         )
 
     # ----- acting ------------------------------------------------------------------------------
@@ -223,17 +224,16 @@ class SACAgent(ActorCriticReplayAgent):
     def _actor_loss(self, batch):
         observation = batch["observation"]
         actions, log_probs = self._policy_sample(observation)  # [B, A], [B]
-        self._policy_log_probs.assign(tf.stop_gradient(log_probs))
         policy_q = tf.reduce_min(
             tf.stack([critic([observation, actions]) for critic in self.critics]), axis=0
         )  # [B]
-        return self.actor_loss(log_probs, policy_q, self.alpha)
+        loss, metrics = self.actor_loss(log_probs, policy_q, self.alpha)
+        return loss, {**metrics, LOG_PROBS: log_probs}
 
-    def _temperature_loss(self, batch):
+    def _temperature_loss(self, batch, earlier):
         del batch  # the actor step's sample is the temperature's
-        return self.temperature_loss(
-            self.log_alpha, self._policy_log_probs.read_value(), self.target_entropy
-        )
+        log_probs = earlier["actor"][LOG_PROBS]  # [B], without gradient
+        return self.temperature_loss(self.log_alpha, log_probs, self.target_entropy)
 
     # ----- persistence and diagnostics ---------------------------------------------------------
 

@@ -3,11 +3,15 @@
 Every gradient step of every agent goes through `Learner`. A step runs the learner's update
 groups in list order (TD3's critic is updated before its actor reads it), each on its own
 variables, optimizer and schedule (`every`); `_update_group` is one group's step, top to bottom.
+A group's loss may read the loss extras of groups before it in the same step, as values
+(`UpdateGroup.reads`: SAC's temperature reads the actor's log-probabilities).
 The step never writes summaries: it returns metric tensors, averaged over the call's steps, and a
 small health vector that the loop reads to stop or count non-finite updates.
 How a call reaches TensorFlow (k steps per call, a packed batch, a direct call, an optimistic
-pass under XLA) is `framework/compiled/steps.py`'s business; A3C's split of the pipeline into a
-worker's and the global learner's halves is `framework/drivers/gradient_halves.py`'s.
+pass under XLA) is `framework/compiled/steps.py`'s business; what some calls do around their steps
+(PPO's stop, prioritized replay's per-sample errors) is `framework/learner_steps.py`'s; A3C's
+split of the pipeline into a worker's and the global learner's halves is
+`framework/drivers/gradient_halves.py`'s.
 """
 
 import dataclasses
@@ -21,18 +25,23 @@ import tensorflow as tf
 
 from framework.agent import HEALTH_FIELDS
 from framework.compiled.packed_outputs import FlatLayout, PackedMetrics
-from framework.compiled.steps import StepCalls, direct_call_usable, repeat
+from framework.compiled.steps import StepCalls, direct_call_usable
+from framework.learner_steps import (
+    PER_SAMPLE,
+    ExtrasByGroup,
+    GatherPerSample,
+    StepSpec,
+    StopWhen,
+    repeat_wrapped,
+)
 from framework.parts import optimizers  # also registers the Keras optimizers with gin
 from framework.parts.gradient_processors import GradientProcessor, Identity
 from framework.parts.target_updaters import NoUpdate, TargetUpdater
 
 Batch = dict[str, tf.Tensor]
 Metrics = dict[str, tf.Tensor]
-LossFn = Callable[[Batch], tuple[tf.Tensor, Metrics]]
-
-# A loss's extras under this prefix are per-sample values ([batch]), not metrics: the learner
-# never logs them and, where asked (`Learner(per_sample=True)`), gathers them per step.
-PER_SAMPLE = "per_sample/"
+# `loss_fn(batch)`, or `loss_fn(batch, earlier)` for a group that reads earlier groups.
+LossFn = Callable[..., tuple[tf.Tensor, Metrics]]
 
 
 @dataclasses.dataclass
@@ -41,10 +50,14 @@ class UpdateGroup:
 
     `every`: the group runs at learner steps where `step % every == 0`, counting from 1 (TD3's
     delayed actor: 2). `name` prefixes its metrics (`"critic"` gives `"critic/loss"`); `""`
-    keeps them unprefixed. `stop`, given the loss's metrics, says when a step must not apply
-    and the call's remaining steps must not run (PPO's target KL). The optimizer is built by
-    the learner, so that its slots exist before any checkpoint restore (an unbuilt optimizer
-    silently skips restoring them).
+    keeps them unprefixed. `reads`: names of groups before this one whose loss extras of the
+    same step its loss takes, as `loss_fn(batch, earlier)` with `earlier[name]` that group's
+    extras, without gradient (SAC's temperature reads the actor's log-probabilities); a loss
+    that reads nothing is `loss_fn(batch)`. Its `every` must be a multiple of theirs (the
+    learner checks), so that it runs only at steps where they ran too: it never reads a step of
+    theirs that did not happen. The optimizer is built by the learner, so that its
+    slots exist before any checkpoint restore (an unbuilt optimizer silently skips restoring
+    them).
     """
 
     loss_fn: LossFn
@@ -56,11 +69,17 @@ class UpdateGroup:
     target_variables: Sequence[tf.Variable] = ()
     every: int = 1
     name: str = ""
-    stop: Callable[[Metrics], tf.Tensor] | None = None
+    reads: Sequence[str] = ()
 
     def __post_init__(self):
         if self.every < 1:
             raise ValueError(f"UpdateGroup {self.name!r}: every must be >= 1, got {self.every}.")
+        if isinstance(self.reads, str):
+            raise ValueError(
+                f"UpdateGroup {self.name!r}: reads takes a sequence of group names, e.g. "
+                f"({self.reads!r},), got the string {self.reads!r}."
+            )
+        self.reads = tuple(self.reads)
         self.variables = list(self.variables)
         self.online_variables = list(self.online_variables)
         self.target_variables = list(self.target_variables)
@@ -70,6 +89,14 @@ class UpdateGroup:
     @property
     def prefix(self) -> str:
         return f"{self.name}/" if self.name else ""
+
+    def loss(self, batch: Batch, earlier: ExtrasByGroup) -> tuple[tf.Tensor, Metrics]:
+        """The loss and its extras on `batch`, given the loss extras of this step's earlier
+        groups by name (of which it takes those it reads, as constants)."""
+        if not self.reads:
+            return self.loss_fn(batch)
+        read = {name: tf.nest.map_structure(tf.stop_gradient, earlier[name]) for name in self.reads}
+        return self.loss_fn(batch, read)
 
 
 @gin.configurable(allowlist=["jit_compile", "direct_call"])
@@ -100,7 +127,10 @@ class Learner(tf.Module):
         environment-step counters before each call, and names them in `schedules()`.
       per_sample: gather the losses' per-sample extras (keys under `PER_SAMPLE`, shape [batch])
         of every step into `per_sample` after each `run`, as [steps, batch] arrays: what a
-        prioritized replay writes back. Off, they are never computed past the trace.
+        prioritized replay writes back (`GatherPerSample`). Off, they are never computed past
+        the trace.
+      stop: ends a call at the first step whose loss says so, that step's update held back
+        (PPO's target KL: `StopWhen`).
     """
 
     def __init__(
@@ -114,6 +144,7 @@ class Learner(tf.Module):
         prepare: Callable[[Batch], Batch] | None = None,
         schedules: dict[str, optimizers.Schedule] | None = None,
         per_sample: bool = False,
+        stop: StopWhen | None = None,
     ):
         super().__init__(name="learner")
         groups = [groups] if isinstance(groups, UpdateGroup) else list(groups)
@@ -122,6 +153,7 @@ class Learner(tf.Module):
         names = [group.name for group in groups]
         if len(groups) > 1 and len(set(names)) != len(names):
             raise ValueError(f"Learner: update groups need distinct names, got {names}.")
+        _check_reads(groups)
         self.groups = groups
         for group in groups:
             optimizers.check_learning_rate(group.optimizer)
@@ -149,7 +181,13 @@ class Learner(tf.Module):
             if schedule is not None and schedule.environment_steps is not None
         ]
         self._prepare = prepare or (lambda batches: batches)
-        self._stops = any(group.stop is not None for group in groups)
+        # What a call does around its steps (`learner_steps`), only where asked for; a stop
+        # also holds back its group's update at the stopping step (`_update_group`).
+        self._gather = GatherPerSample() if per_sample else None
+        if stop is not None:
+            stop.check(groups)
+        self._wrappers = [wrapper for wrapper in (self._gather, stop) if wrapper is not None]
+        self._holds = {} if stop is None else {stop.group: stop.condition}
         self._publish = list(publish)
         not_float32 = [_name(v) for v in self._publish if v.dtype != tf.float32]
         if not_float32:
@@ -160,8 +198,6 @@ class Learner(tf.Module):
         self._metric_layout: FlatLayout | None = None  # recorded when traced
         self._loss_state = list(loss_state)
         self._set_published(None)
-        self._gather_per_sample = per_sample
-        self._per_sample_names: list[str] = []  # recorded when traced
         self._set_per_sample({})
         self.steps = tf.Variable(0, dtype=tf.int64, trainable=False, name="steps")
         self.applied_updates = tf.Variable(0, dtype=tf.int64, trainable=False, name="updates")
@@ -204,75 +240,48 @@ class Learner(tf.Module):
         (`Health.from_tensor`).
         """
         self.set_environment_steps(environment_steps)
-        metrics, health, published, *per_sample = self.calls(batches)
+        metrics, health, published, *gathered = self.calls(batches)
         self._set_published(self._published_layout.split(published.numpy()))
-        self._set_per_sample(
-            {name: x.numpy() for name, x in zip(self._per_sample_names, per_sample, strict=True)}
-        )
+        if self._gather is not None:
+            names = self._gather.names
+            self._set_per_sample({n: x.numpy() for n, x in zip(names, gathered, strict=True)})
         return PackedMetrics(metrics, self._metric_layout), health
 
     def _train_call(self, batches: Batch, optimistic: bool) -> tuple[tf.Tensor, ...]:
-        """Inside the compiled call: the steps, the counters written once, what comes back."""
+        """Inside the compiled call: the step batches prepared, the step repeated (inside the
+        learner's wrappers), the counters written once; what comes back."""
         batches = self._prepare(batches)
         first_step = self.steps.read_value() + 1
-        spec = self._step_spec(batches)
 
-        def step(batch, index, carry):
-            applies, stacks = carry
-            outputs, applies = self._step(
-                batch, first_step + tf.cast(index, tf.int64), applies, optimistic
-            )
-            per_sample = {}
-            for group, output in zip(self.groups, outputs["groups"], strict=True):
-                per_sample.update(
-                    {group.prefix + k: v for k, v in output.pop("per_sample").items()}
-                )
-            # Each step writes its row of the [steps, batch] stacks, carried through the loop.
-            stacks = {
-                name: tf.tensor_scatter_nd_update(stack, [[index]], per_sample[name][None])
-                for name, stack in stacks.items()
-            }
-            return outputs, (applies, stacks)
+        def step(batch, index, applies):
+            return self._step(batch, first_step + tf.cast(index, tf.int64), applies, optimistic)
 
         applies = [count.read_value() for count in self.group_applies]
-        num_steps = tf.shape(tf.nest.flatten(batches)[0])[0]
-        stacks = {
-            name: tf.zeros(tf.concat([[num_steps], spec.shape.as_list()], 0), tf.float32)
-            for name, spec in self._per_sample_spec(batches).items()
-        }
-        carry = (applies, stacks)  # steps that a stop skips leave their rows at zero
-        if self._stops:
-            totals, (carry, _) = repeat(
-                until_stopped(step, spec), batches, (carry, tf.constant(False)), spec
-            )
-            steps_run = tf.cast(totals["health"][0], tf.int64)
-        else:
-            totals, carry = repeat(step, batches, carry, spec)
-            steps_run = tf.cast(num_steps, tf.int64)
-        applies, stacks = carry
-        self.steps.assign_add(steps_run)
+        totals, applies, more_metrics, more_outputs = repeat_wrapped(
+            step, batches, applies, self._step_spec(batches), self._wrappers
+        )
+        # The steps that ran (a stop skips the rest) and the updates applied.
+        self.steps.assign_add(tf.cast(totals["health"][0], tf.int64))
         self.applied_updates.assign_add(tf.cast(totals["health"][1], tf.int64))
         for index, sums in enumerate(totals["groups"]):
             self.group_applies[index].assign(applies[index])
             self.target_updates[index].assign_add(tf.cast(sums["target_updates"], tf.int64))
-        metrics = averages(self.groups, totals["groups"])
-        if self._stops:
-            metrics["steps_run"] = tf.cast(steps_run, tf.float32)
+        metrics = {**averages(self.groups, totals["groups"]), **more_metrics}
         for group, count in zip(self.groups, self.target_updates, strict=True):
             if not isinstance(group.target_updater, NoUpdate):  # a count that is always 0
                 metrics[f"{group.prefix}target_updates"] = count.read_value()
         health = tf.stack([*totals["health"], self.nonfinite_variables()])
         self._metric_layout, metrics = FlatLayout.flatten(metrics)
         published = self._published_layout.concat(self._publish)
-        self._per_sample_names = list(stacks)
-        return metrics, tf.cast(health, tf.int64), published, *stacks.values()
+        return metrics, tf.cast(health, tf.int64), published, *more_outputs
 
     def _step(
         self, batch: Batch, step: tf.Tensor, applies: list[tf.Tensor], optimistic: bool
-    ) -> tuple[dict, list[tf.Tensor]]:
+    ) -> tuple[dict, list[tf.Tensor], ExtrasByGroup]:
         """Learner step `step` (from 1): each group that is due, in order. Returns per-step
-        counts and each group's applies so far (its target updater's step)."""
-        outputs = when_due(
+        counts, each group's applies so far (its target updater's step), and each group's loss
+        extras by name."""
+        outputs, extras = when_due(
             self.groups,
             step,
             [
@@ -284,15 +293,18 @@ class Learner(tf.Module):
             count + tf.cast(output["applied"], tf.int64)
             for count, output in zip(applies, outputs, strict=True)
         ]
-        step_totals = {"groups": outputs, "health": step_health(outputs)}
-        if self._stops:
-            step_totals["stopped"] = tf.reduce_max([output.pop("stopped") for output in outputs])
-        return step_totals, applies
+        return {"groups": outputs, "health": step_health(outputs)}, applies, extras
 
     def _update_group(
-        self, group: UpdateGroup, batch: Batch, applies: tf.Tensor, optimistic: bool
-    ) -> dict:
-        """One group's gradient step: loss, gradients, processing, apply, target update.
+        self,
+        group: UpdateGroup,
+        batch: Batch,
+        applies: tf.Tensor,
+        optimistic: bool,
+        earlier: ExtrasByGroup,
+    ) -> tuple[dict, Metrics]:
+        """One group's gradient step: loss, gradients, processing, apply, target update. Returns
+        what it counts, and its loss extras (for the groups after it, `earlier`'s).
 
         A non-finite step reaches neither the optimizer nor a processor with state (an
         accumulation keeps its good parts): the variables keep their last good values and the
@@ -300,7 +312,7 @@ class Learner(tf.Module):
         optimistic call (`steps.StepCalls`) every step applies and a non-finite one
         rolls the whole call back instead: under XLA the branch costs more than the arithmetic.
         """
-        loss, extras, grads = loss_and_gradients(group, batch)
+        loss, extras, grads = loss_and_gradients(group, batch, earlier)
         # A NaN or inf in any gradient makes the global norm NaN or inf: one test on a number
         # the step needs anyway. (Gradients whose squares overflow count as non-finite too.)
         grad_norm = tf.linalg.global_norm(grads)
@@ -313,50 +325,30 @@ class Learner(tf.Module):
             return group.target_updater(group.online_variables, group.target_variables, applies + 1)
 
         apply_now = release if optimistic else tf.logical_and(finite, release)
-        stopped = None
-        if self._stops:
-            stopped = tf.constant(False) if group.stop is None else group.stop(extras)
-            apply_now = tf.logical_and(apply_now, tf.logical_not(stopped))
+        hold = self._holds.get(group.name)  # a stop's group: nothing at the stopping step
+        if hold is not None:
+            apply_now = tf.logical_and(apply_now, tf.logical_not(hold(extras)))
         target_updated = _cond_or_run(apply_now, apply)
         metrics = {"loss": loss, "grad_norm": grad_norm, "learning_rate": learning_rate}
-        per_sample = {
-            name[len(PER_SAMPLE) :]: tf.cast(value, tf.float32)
-            for name, value in extras.items()
-            if name.startswith(PER_SAMPLE) and self._gather_per_sample
-        }
         outputs = {
             **step_outputs(finite, loss, {**metrics, **extras, **processor_metrics}),
             "applied": tf.cast(apply_now, tf.float32),
             "target_updates": tf.cast(target_updated, tf.float32),
-            "per_sample": per_sample,
         }
-        if stopped is not None:
-            outputs["stopped"] = tf.cast(stopped, tf.float32)
-        return outputs
+        return outputs, extras
 
-    def _step_spec(self, batches: Batch) -> dict:
-        """The structure `_step` returns, for `repeat`'s zero start."""
+    def _step_spec(self, batches: Batch) -> StepSpec:
+        """The structure of what `_step` returns: outputs (for `repeat`'s zero start) and
+        extras."""
+        extras = extras_specs(self.groups, batches)
         groups = [
             {
-                **group_outputs_spec(group, batches, extra_metrics=("learning_rate",)),
+                **group_outputs_spec(group, extras[group.name], extra_metrics=("learning_rate",)),
                 "target_updates": tf.TensorSpec([], tf.float32),
             }
             for group in self.groups
         ]
-        spec = {"groups": groups, "health": [tf.TensorSpec([], tf.float32)] * 4}
-        if self._stops:
-            spec["stopped"] = tf.TensorSpec([], tf.float32)
-        return spec
-
-    def _per_sample_spec(self, batches: Batch) -> dict[str, tf.TensorSpec]:
-        """The per-sample extras gathered per step (none unless `per_sample`), by name."""
-        if not self._gather_per_sample:
-            return {}
-        return {
-            group.prefix + name: spec
-            for group in self.groups
-            for name, spec in per_sample_spec(group, batches).items()
-        }
+        return StepSpec({"groups": groups, "health": [tf.TensorSpec([], tf.float32)] * 4}, extras)
 
     @property
     def group_applies(self) -> list[tf.Variable]:
@@ -452,11 +444,12 @@ class Learner(tf.Module):
 
 
 def loss_and_gradients(
-    group: UpdateGroup, batch: Batch
+    group: UpdateGroup, batch: Batch, earlier: ExtrasByGroup
 ) -> tuple[tf.Tensor, Metrics, list[tf.Tensor]]:
-    """The group's loss on `batch`, the loss function's own metrics, and the gradients."""
+    """The group's loss on `batch` (given this step's earlier groups' extras), the loss
+    function's extras, and the gradients."""
     with tf.GradientTape() as tape:
-        loss, extras = group.loss_fn(batch)
+        loss, extras = group.loss(batch, earlier)
     grads = tape.gradient(loss, group.variables)
     missing = [_name(v) for v, g in zip(group.variables, grads, strict=True) if g is None]
     if missing:
@@ -509,18 +502,18 @@ def step_health(outputs: Sequence[dict]) -> list[tf.Tensor]:
 
 
 def group_outputs_spec(
-    group: UpdateGroup, batches: Batch, extra_metrics: Sequence[str] = ()
+    group: UpdateGroup, extras: dict[str, tf.TensorSpec], extra_metrics: Sequence[str] = ()
 ) -> dict:
-    """The structure of `step_outputs` plus `applied` for `group`: its metric names come from a
-    trace of the loss alone (its forward pass, nothing more)."""
+    """The structure of `step_outputs` plus `applied` for `group`, whose loss extras are
+    `extras` (`extras_specs`)."""
     scalar = tf.TensorSpec([], tf.float32)
     metrics = dict.fromkeys(
         ["loss", "grad_norm", *extra_metrics, *group.gradient_processor.metric_names], scalar
     )
     metrics.update(
         {
-            name: tf.TensorSpec(value.shape, tf.float32)
-            for name, value in _traced_extras(group, batches).items()
+            name: tf.TensorSpec(spec.shape, tf.float32)
+            for name, spec in extras.items()
             if not name.startswith(PER_SAMPLE)
         }
     )
@@ -528,20 +521,21 @@ def group_outputs_spec(
     return {"metrics": metrics, **spec}
 
 
-def per_sample_spec(group: UpdateGroup, batches: Batch) -> dict[str, tf.TensorSpec]:
-    """The group loss's per-sample extras (keys under `PER_SAMPLE`, the prefix dropped)."""
-    return {
-        name[len(PER_SAMPLE) :]: tf.TensorSpec(value.shape, tf.float32)
-        for name, value in _traced_extras(group, batches).items()
-        if name.startswith(PER_SAMPLE)
-    }
-
-
-def _traced_extras(group: UpdateGroup, batches: Batch) -> dict[str, tf.Tensor]:
-    """The loss's extras from a trace of it alone (its forward pass, nothing more)."""
+def extras_specs(
+    groups: Sequence[UpdateGroup], batches: Batch
+) -> dict[str, dict[str, tf.TensorSpec]]:
+    """Each group's loss extras by group name, from a trace of the losses alone (their forward
+    passes, nothing more; in order, so that a group that reads earlier ones gets theirs)."""
     batch = tf.nest.map_structure(lambda x: tf.TensorSpec(x.shape[1:], x.dtype), batches)
-    traced = tf.function(group.loss_fn, autograph=False).get_concrete_function(batch)
-    return traced.structured_outputs[1]
+    specs = {}
+    for group in groups:
+        earlier = {name: specs[name] for name in group.reads}
+        traced = tf.function(group.loss, autograph=False).get_concrete_function(batch, earlier)
+        specs[group.name] = {
+            name: tf.TensorSpec(value.shape, value.dtype)
+            for name, value in traced.structured_outputs[1].items()
+        }
+    return specs
 
 
 def averages(groups: Sequence[UpdateGroup], totals: Sequence[dict]) -> Metrics:
@@ -572,36 +566,22 @@ def copy_variables(source: Sequence[tf.Variable], destination: Sequence[tf.Varia
         to.assign(from_)
 
 
-def until_stopped(
-    step: Callable[[Batch, tf.Tensor, list[tf.Tensor]], tuple[dict, list[tf.Tensor]]],
-    outputs_spec: dict,
-) -> Callable[[Batch, tf.Tensor, tuple], tuple[dict, tuple]]:
-    """`step` with a carried flag: once a step says `stopped` (it applied nothing), the call's
-    remaining steps neither run nor count (zeros, of `outputs_spec`'s structure)."""
-
-    def skip(applies):
-        zeros = tf.nest.map_structure(lambda spec: tf.zeros(spec.shape, spec.dtype), outputs_spec)
-        return zeros, applies
-
-    def step_unless_stopped(batch, index, carry):
-        applies, stopped = carry
-        outputs, applies = tf.cond(
-            stopped, lambda: skip(applies), lambda: step(batch, index, applies)
-        )
-        return outputs, (applies, tf.logical_or(stopped, outputs["stopped"] > 0))
-
-    return step_unless_stopped
-
-
 def when_due(
-    groups: Sequence[UpdateGroup], step: tf.Tensor, updates: Sequence[Callable[[], dict]]
-) -> list[dict]:
-    """Each group's `update()` at learner step `step` (from 1) where the group is due (`every`),
-    else zeros of the same structure: a group that is not due adds nothing to any sum."""
-    return [
-        update() if group.every == 1 else _when(tf.equal(step % group.every, 0), update)
-        for group, update in zip(groups, updates, strict=True)
-    ]
+    groups: Sequence[UpdateGroup],
+    step: tf.Tensor,
+    updates: Sequence[Callable[[ExtrasByGroup], tuple[dict, Metrics]]],
+) -> tuple[list[dict], ExtrasByGroup]:
+    """Each group's `update(earlier) -> (outputs, extras)` at learner step `step` (from 1), in
+    order, where the group is due (`every`), else zeros of the same structure: a group that is
+    not due adds nothing to any sum. `earlier` holds the extras of the groups before it. Returns
+    the outputs, and every group's extras by name."""
+    outputs, extras = [], {}
+    for group, update in zip(groups, updates, strict=True):
+        run = functools.partial(update, dict(extras))
+        due = run() if group.every == 1 else _when(tf.equal(step % group.every, 0), run)
+        outputs.append(due[0])
+        extras[group.name] = due[1]
+    return outputs, extras
 
 
 def _when(due: tf.Tensor, fn: Callable[[], dict]) -> dict:
@@ -627,6 +607,25 @@ def _cond_or_run(predicate: tf.Tensor, fn: Callable[[], tf.Tensor]) -> tf.Tensor
     if known is not None and bool(known):
         return fn()
     return tf.cond(predicate, fn, lambda: tf.constant(False))
+
+
+def _check_reads(groups: Sequence[UpdateGroup]) -> None:
+    """Raises ValueError unless each group reads only groups before it, which run at every step
+    it runs (its `every` a multiple of theirs)."""
+    for index, group in enumerate(groups):
+        before = {earlier.name: earlier.every for earlier in groups[:index]}
+        for name in group.reads:
+            if name not in before:
+                raise ValueError(
+                    f"Learner: update group {group.name!r} reads {name!r}, which is not a group "
+                    f"before it; the groups in order: {[g.name for g in groups]}."
+                )
+            if group.every % before[name]:
+                raise ValueError(
+                    f"Learner: update group {group.name!r} (every {group.every}) reads {name!r} "
+                    f"(every {before[name]}), so it would run at steps where {name!r} did not: "
+                    f"its every must be a multiple of {before[name]}."
+                )
 
 
 def _releases_every_step(processor: GradientProcessor, variables: Sequence[tf.Variable]) -> bool:

@@ -17,6 +17,7 @@ from framework.learner import (
     UpdateGroup,
     all_finite,
     averages,
+    extras_specs,
     group_outputs_spec,
     loss_and_gradients,
     process,
@@ -56,13 +57,14 @@ class WorkerGradients:
 
         def step(batch, index, carry):
             updates = [functools.partial(self._group, group, batch) for group in learner.groups]
-            outputs = when_due(learner.groups, first_step + tf.cast(index, tf.int64), updates)
+            outputs, _ = when_due(learner.groups, first_step + tf.cast(index, tf.int64), updates)
             return {"groups": outputs, "health": step_health(outputs)}, carry
 
+        extras = extras_specs(learner.groups, batches)
         spec = {
             "groups": [
                 {
-                    **group_outputs_spec(group, batches),
+                    **group_outputs_spec(group, extras[group.name]),
                     "gradients": [tf.TensorSpec(v.shape, v.dtype) for v in group.variables],
                 }
                 for group in learner.groups
@@ -81,18 +83,19 @@ class WorkerGradients:
         return gradients, push_now, metrics, tf.cast(health, tf.int64)
 
     @staticmethod
-    def _group(group: UpdateGroup, batch: dict) -> dict:
-        loss, extras, grads = loss_and_gradients(group, batch)
+    def _group(group: UpdateGroup, batch: dict, earlier: dict) -> tuple[dict, dict]:
+        loss, extras, grads = loss_and_gradients(group, batch, earlier)
         grad_norm = tf.linalg.global_norm(grads)
         finite = tf.logical_and(tf.math.is_finite(loss), tf.math.is_finite(grad_norm))
         processed, release, processor_metrics = process(group, grads, finite)
         release = tf.logical_and(finite, release)
         metrics = {"loss": loss, "grad_norm": grad_norm, **extras, **processor_metrics}
-        return {
+        outputs = {
             **step_outputs(finite, loss, metrics),
             "applied": tf.cast(release, tf.float32),
             "gradients": [tf.where(release, g, tf.zeros_like(g)) for g in processed],
         }
+        return outputs, extras
 
 
 class GlobalApply:

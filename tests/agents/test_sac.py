@@ -97,10 +97,11 @@ def test_actor_loss_uses_the_min_over_the_online_critics():
     np.testing.assert_allclose(
         loss.numpy(), -0.5 * metrics["entropy"].numpy() - metrics["mean_q"].numpy(), rtol=1e-5
     )
-    # The temperature reads the log-probabilities of this very sample.
-    np.testing.assert_allclose(
-        -np.mean(agent._policy_log_probs.numpy()), metrics["entropy"].numpy(), rtol=1e-6
-    )
+    # The temperature reads the log-probabilities of this very sample, from the actor's extras.
+    log_probs = metrics["per_sample/log_prob"].numpy()  # [B]
+    np.testing.assert_allclose(-np.mean(log_probs), metrics["entropy"].numpy(), rtol=1e-6)
+    _, temperature = agent._temperature_loss(_batch(), {"actor": metrics})
+    np.testing.assert_allclose(temperature["entropy"], metrics["entropy"], rtol=1e-6)
 
 
 def _clone(model: keras.Model) -> keras.Model:

@@ -298,6 +298,72 @@ def test_two_groups_run_in_order_and_the_delayed_one_every_second_step():
     assert int(learner.applied_updates.numpy()) == 4 + 2 + 1
 
 
+def _reading_groups(actor_every=1):
+    """Critic: the linear model on `u` (lr 0.1), its residuals u x - y as a per-sample extra.
+    Actor: loss = v * mean(the critic's residuals of this step) on `v` (lr 0.1), so dL/dv is
+    that mean, computed before the critic's update of the step."""
+    u, v = tf.Variable(2.0), tf.Variable(1.0)
+
+    def critic_loss(batch):
+        residual = u * batch["x"] - batch["y"]
+        return tf.reduce_mean(tf.square(residual)), {"per_sample/residual": residual}
+
+    def actor_loss(batch, earlier):
+        del batch
+        return v * tf.reduce_mean(earlier["critic"]["per_sample/residual"]), {}
+
+    critic = UpdateGroup(critic_loss, [u], keras.optimizers.SGD(0.1), name="critic")
+    actor = UpdateGroup(
+        actor_loss,
+        [v],
+        keras.optimizers.SGD(0.1),
+        every=actor_every,
+        name="actor",
+        reads=("critic",),
+    )
+    return u, v, [critic, actor]
+
+
+@pytest.mark.parametrize("jit_compile", [False, True])
+def test_a_group_reads_an_earlier_groups_extras_of_the_same_step(jit_compile):
+    u, v, groups = _reading_groups()
+    spec = tf.TensorSpec([None, 2], tf.float32)
+    learner = Learner(groups, jit_compile=jit_compile, batch_spec={"x": spec, "y": spec})
+    metrics, health = _run(learner, _batches([X] * 3, [Y] * 3))
+    # u = 2, 1.3, 0.95 at the three steps (module docstring): residuals [u - 1, 2u - 1], means
+    # 1.5 u - 1 = 2, 0.95, 0.425. v = 1 - 0.1 * (2 + 0.95 + 0.425) = 0.6625. (Read after the
+    # critic's update, u = 1.3, 0.95, 0.775, they would give 1 - 0.1 * 1.6375 = 0.83625.)
+    np.testing.assert_allclose(v.numpy(), 0.6625, rtol=1e-6)
+    np.testing.assert_allclose(u.numpy(), 0.775, rtol=1e-6)
+    np.testing.assert_allclose(metrics["actor/grad_norm"], (2 + 0.95 + 0.425) / 3, rtol=1e-6)
+    assert health == Health(gradient_steps=3, applied_updates=6)
+    assert "critic/per_sample/residual" not in metrics  # a value to read, not a metric
+    # A worker's half reads the same values: at u = 2 (it applies nothing), the mean 2 a step.
+    u.assign(2.0)
+    gradients, _, _, _ = WorkerGradients(Learner(groups))(_batches([X] * 2, [Y] * 2))
+    np.testing.assert_allclose(gradients[1][0], 2.0 + 2.0, rtol=1e-6)
+
+
+def test_a_delayed_group_reads_the_extras_of_its_own_steps():
+    _, v, groups = _reading_groups(actor_every=2)
+    _run(Learner(groups), _batches([X] * 3, [Y] * 3))
+    # The actor runs at step 2 only, reading that step's mean residual 0.95: v = 1 - 0.095.
+    np.testing.assert_allclose(v.numpy(), 0.905, rtol=1e-6)
+
+
+def test_reads_name_earlier_groups_that_run_whenever_the_reader_does():
+    _, _, (critic, actor) = _reading_groups()
+    with pytest.raises(ValueError, match="'critic', which is not a group before it"):
+        Learner([actor, critic])
+    critic.every = 2  # the actor, every step, would read steps the critic did not run
+    with pytest.raises(ValueError, match="must be a multiple of 2"):
+        Learner([critic, actor])
+    actor.every = 4
+    Learner([critic, actor])
+    with pytest.raises(ValueError, match="sequence of group names"):
+        _linear_group(tf.Variable(1.0), reads="critic")
+
+
 def test_group_validation():
     w = tf.Variable(1.0)
     with pytest.raises(ValueError, match="every"):
