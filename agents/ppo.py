@@ -28,8 +28,8 @@ import tensorflow as tf
 
 from agents.on_policy import RolloutAgent
 from framework.agent import Extras, Metrics
+from framework.compiled.step_wrappers import StopWhen
 from framework.learner import Batch, Learner, UpdateGroup
-from framework.learner_steps import StopWhen
 from framework.parts import acting, exploration, networks
 from framework.parts.distributions import Categorical, DiagonalGaussian
 from framework.parts.gradient_processors import ClipByGlobalNorm, GradientProcessor

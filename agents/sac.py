@@ -41,8 +41,8 @@ import numpy as np
 import tensorflow as tf
 
 from agents.off_policy import ActorCriticReplayAgent
+from framework.compiled.step_wrappers import PER_SAMPLE
 from framework.learner import Learner, UpdateGroup
-from framework.learner_steps import PER_SAMPLE
 from framework.parts import acting, networks
 from framework.parts.gradient_processors import GradientProcessor
 from framework.parts.losses import SoftPolicyLoss, TDMSELoss, TemperatureLoss

@@ -8,10 +8,9 @@ A group's loss may read the loss extras of groups before it in the same step, as
 The step never writes summaries: it returns metric tensors, averaged over the call's steps, and a
 small health vector that the loop reads to stop or count non-finite updates.
 How a call reaches TensorFlow (k steps per call, a packed batch, a direct call, an optimistic
-pass under XLA) is `framework/compiled/steps.py`'s business; what some calls do around their steps
-(PPO's stop, prioritized replay's per-sample errors) is `framework/learner_steps.py`'s; A3C's
-split of the pipeline into a worker's and the global learner's halves is
-`framework/drivers/gradient_halves.py`'s.
+pass under XLA) is `compiled/steps.py`'s business; what some calls do around their steps (PPO's
+stop, prioritized replay's per-sample errors) is `compiled/step_wrappers.py`'s; A3C's split of
+the pipeline into a worker's and the global learner's halves is `drivers/gradient_halves.py`'s.
 """
 
 import dataclasses
@@ -25,8 +24,7 @@ import tensorflow as tf
 
 from framework.agent import HEALTH_FIELDS
 from framework.compiled.packed_outputs import FlatLayout, PackedMetrics
-from framework.compiled.steps import StepCalls, direct_call_usable
-from framework.learner_steps import (
+from framework.compiled.step_wrappers import (
     PER_SAMPLE,
     ExtrasByGroup,
     GatherPerSample,
@@ -34,6 +32,7 @@ from framework.learner_steps import (
     StopWhen,
     repeat_wrapped,
 )
+from framework.compiled.steps import StepCalls, direct_call_usable
 from framework.parts import optimizers  # also registers the Keras optimizers with gin
 from framework.parts.gradient_processors import GradientProcessor, Identity
 from framework.parts.target_updaters import NoUpdate, TargetUpdater
@@ -181,7 +180,7 @@ class Learner(tf.Module):
             if schedule is not None and schedule.environment_steps is not None
         ]
         self._prepare = prepare or (lambda batches: batches)
-        # What a call does around its steps (`learner_steps`), only where asked for; a stop
+        # What a call does around its steps (`compiled.step_wrappers`), only where asked for; a stop
         # also holds back its group's update at the stopping step (`_update_group`).
         self._gather = GatherPerSample() if per_sample else None
         if stop is not None:

@@ -30,13 +30,7 @@ FRAMEWORK_LAYERS = [
     {"framework.storage"},  # the run folder: stands on the helpers alone
     {"framework.agent"},
     {"framework.parts"},  # and every framework.parts.* module
-    {
-        "framework.learner",
-        "framework.learner_steps",
-        "framework.loop",
-        "framework.policy",
-        "framework.export",
-    },
+    {"framework.learner", "framework.loop", "framework.policy", "framework.export"},
     {"framework.drivers"},  # what the runner drives: they know no files
     {"framework.runner"},
 ]

@@ -3,7 +3,7 @@
 Each returns `(loss, extras)`: a scalar to minimise and a dict of scalar metric tensors that the
 shared learner logs without knowing which loss ran. The TD losses also take optional per-sample
 `weights` (a prioritized replay's importance weights: the loss is then `mean(w_i * l_i)`) and
-return each sample's error under `per_sample/error` (learner_steps.PER_SAMPLE), which a prioritized
+return each sample's error under `per_sample/error` (step_wrappers.PER_SAMPLE), which a prioritized
 replay turns into new priorities.
 """
 
@@ -105,7 +105,7 @@ class CategoricalCrossEntropyLoss:
         }
 
 
-# The key of a loss's per-sample error in its extras (learner_steps.PER_SAMPLE + "error").
+# The key of a loss's per-sample error in its extras (step_wrappers.PER_SAMPLE + "error").
 PER_SAMPLE_ERROR = "per_sample/error"
 
 

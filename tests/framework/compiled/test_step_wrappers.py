@@ -1,4 +1,4 @@
-"""Tests for framework/learner_steps.py on the one-weight linear model of test_learner.py:
+"""Tests for framework/compiled/step_wrappers.py on the one-weight linear model of test_learner.py:
 prediction w * x, loss mean((w x - y)^2); with x = [1, 2], y = [1, 1] an SGD step (lr 0.1) maps
 w -> 0.5 w + 0.3, so from w = 2: 2 -> 1.3 -> 0.95 -> 0.775."""
 
@@ -8,8 +8,8 @@ import pytest
 import tensorflow as tf
 
 from framework.agent import Health
+from framework.compiled.step_wrappers import StopWhen
 from framework.learner import Learner, UpdateGroup
-from framework.learner_steps import StopWhen
 
 X, Y = [1.0, 2.0], [1.0, 1.0]
 SPEC = tf.TensorSpec([None, 2], tf.float32)
