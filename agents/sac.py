@@ -45,6 +45,7 @@ from framework.learner import Learner, UpdateGroup
 from framework.parts import acting, networks
 from framework.parts.gradient_processors import GradientProcessor
 from framework.parts.losses import SoftPolicyLoss, TDMSELoss, TemperatureLoss
+from framework.parts.network_fit import check_network
 from framework.parts.optimizers import TorchAdam
 from framework.parts.replay import UniformReplay
 from framework.parts.replay_schedule import ReplaySchedule
@@ -124,6 +125,13 @@ class SACAgent(ActorCriticReplayAgent):
         self.td_target = td_target or MinCriticTarget()
         self.temperature_loss = temperature_loss or TemperatureLoss()
         self.actor = actor_network(observation_space.shape, self.action_size)
+        check_network(
+            self,
+            "actor_network",
+            self.actor,
+            self.distribution.network_outputs(action_space),
+            "networks.gaussian_actor_mlp",
+        )
         self.make_critics(critic_network, num_critics)
         online = [w for c in self.critics for w in c.weights]
         target = [w for c in self.target_critics for w in c.weights]
