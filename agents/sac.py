@@ -39,6 +39,7 @@ import gymnasium as gym
 import keras
 import numpy as np
 import tensorflow as tf
+from absl import logging
 
 from agents.off_policy import ActorCriticReplayAgent
 from framework.learner import Learner, UpdateGroup
@@ -68,7 +69,9 @@ class SACAgent(ActorCriticReplayAgent):
       num_critics: critics trained on one soft target, the minimum of their target copies.
       initial_temperature: alpha at the start (log alpha = log of it).
       learn_temperature: False keeps alpha at `initial_temperature` (no temperature group).
-      target_entropy: the entropy the temperature steers to; None: -dim(A) (SB3's "auto").
+      target_entropy: the entropy the temperature steers to; None: -dim(A) (SB3's "auto"). A
+        number other than -dim(A) is said at build: a config moved to another action space
+        keeps the number bound for its old one.
     """
 
     def __init__(
@@ -119,6 +122,15 @@ class SACAgent(ActorCriticReplayAgent):
                 f"{target_entropy!r}."
             )
         self.target_entropy = float(target_entropy)
+        if self.target_entropy != -self.action_size:  # a bound value, maybe of another space's
+            logging.warning(
+                "%s.target_entropy = %g differs from -dim(A) = %d, the default for this "
+                "%d-dimensional action space (SB3's 'auto'); unbind it to use the default.",
+                type(self).__name__,
+                self.target_entropy,
+                -self.action_size,
+                self.action_size,
+            )
         self.distribution = distribution or SquashedGaussian()
         self.actor_loss = actor_loss or SoftPolicyLoss()
         self.critic_loss = critic_loss or TDMSELoss()

@@ -1,5 +1,6 @@
 """A network that does not fit its agent's distribution and action space is refused when the
 agent is built, in one paragraph naming the binding to change; every agent's own network fits.
+SAC's target entropy follows the action space unless bound, and a bound one that differs is said.
 
 Agents are built directly on small spaces (no environment, no training): the check reads the
 model's symbolic output shapes.
@@ -10,6 +11,7 @@ import functools
 import gymnasium as gym
 import numpy as np
 import pytest
+from absl import logging
 
 from agents.a2c import A2CAgent
 from agents.ddpg import DDPGAgent
@@ -173,3 +175,18 @@ def test_a_network_that_does_not_fit_is_one_paragraph_naming_the_binding(case):
 def test_each_agents_own_network_fits(case):
     (observation_space, action_space), agent = FITS[case]
     agent(observation_space, action_space, seed=0)
+
+
+def test_sac_aims_at_minus_the_action_dimension_and_says_where_a_bound_target_differs(
+    monkeypatch,
+):
+    warnings = []
+    monkeypatch.setattr(logging, "warning", lambda message, *args: warnings.append(message % args))
+    assert SACAgent(*SIX_D, seed=0).target_entropy == -6.0
+    assert SACAgent(*SIX_D, seed=0, target_entropy=-6).target_entropy == -6.0
+    assert warnings == []
+    assert SACAgent(*SIX_D, seed=0, target_entropy=-1.0).target_entropy == -1.0
+    assert warnings == [
+        "SACAgent.target_entropy = -1 differs from -dim(A) = -6, the default for this "
+        "6-dimensional action space (SB3's 'auto'); unbind it to use the default."
+    ]
