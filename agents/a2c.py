@@ -25,8 +25,10 @@ from agents.on_policy import RolloutAgent
 from framework.agent import Metrics
 from framework.learner import Batch, Learner, UpdateGroup
 from framework.parts import acting, exploration, networks
+from framework.parts.distributions import Categorical
 from framework.parts.gradient_processors import GradientProcessor
 from framework.parts.losses import PolicyGradientLoss, TDMSELoss
+from framework.parts.network_fit import VALUE, check_network
 from framework.parts.returns import NStepReturns, Rollout, merge_time_and_envs
 from framework.validation import (
     require_discrete,
@@ -116,6 +118,8 @@ class A2CAgent(RolloutAgent):
         require_non_negative_number(self, value_loss_coef=value_loss_coef)
         self.num_actions = require_discrete(self, action_space)
         self.network = network(observation_space.shape, self.num_actions)
+        needs = (Categorical().network_outputs(action_space), VALUE)
+        check_network(self, "network", self.network, needs, "networks.actor_critic_mlp")
         self.loss = ActorCriticLoss(
             self.network,
             returns or NStepReturns(),

@@ -35,6 +35,7 @@ from framework.parts import acting, networks
 from framework.parts.exploration import GaussianNoise
 from framework.parts.gradient_processors import GradientProcessor
 from framework.parts.losses import DeterministicPolicyLoss, TDMSELoss
+from framework.parts.network_fit import Output, check_network
 from framework.parts.replay import UniformReplay
 from framework.parts.replay_schedule import ReplaySchedule
 from framework.parts.target_updaters import SoftUpdate, TargetUpdater
@@ -112,6 +113,13 @@ class DDPGAgent(ActorCriticReplayAgent):
         self.td_target = td_target or MinCriticTarget()
         self.actor = actor_network(observation_space.shape, self.low, self.high)
         self.target_actor = actor_network(observation_space.shape, self.low, self.high)
+        check_network(
+            self,
+            "actor_network",
+            self.actor,
+            Output("action", action_space.shape),
+            "networks.actor_mlp",
+        )
         self.make_critics(critic_network, num_critics)
         online = [*self.actor.weights, *(w for c in self.critics for w in c.weights)]
         target = [*self.target_actor.weights, *(w for c in self.target_critics for w in c.weights)]

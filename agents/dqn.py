@@ -37,6 +37,7 @@ from framework.parts.exploration import (
 )
 from framework.parts.gradient_processors import GradientProcessor
 from framework.parts.losses import TDHuberLoss
+from framework.parts.network_fit import check_network, q_outputs
 from framework.parts.replay import UniformReplay
 from framework.parts.replay_schedule import ReplaySchedule
 from framework.parts.target_updaters import HardUpdate, TargetUpdater
@@ -94,6 +95,9 @@ class DQNAgent(ReplayAgent):
         self.online = network(shape, self.num_actions)
         self.target = network(shape, self.num_actions)
         self.target.set_weights(self.online.get_weights())
+        check_network(
+            self, "network", self.online, q_outputs(self.online, self.num_actions), "networks.mlp"
+        )
         self.replay = replay(
             observation_shape=shape,
             observation_dtype=observation_space.dtype,

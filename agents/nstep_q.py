@@ -37,6 +37,7 @@ from framework.parts.exploration import (
 )
 from framework.parts.gradient_processors import GradientProcessor
 from framework.parts.losses import TDHuberLoss
+from framework.parts.network_fit import Output, check_network
 from framework.parts.returns import NStepReturns, Rollout, merge_time_and_envs
 from framework.parts.target_updaters import HardUpdate, TargetUpdater
 from framework.validation import (
@@ -91,6 +92,9 @@ class NStepQAgent(RolloutAgent):
         self.online = network(shape, self.num_actions)
         self.target = network(shape, self.num_actions)
         self.target.set_weights(self.online.get_weights())
+        check_network(
+            self, "network", self.online, Output("Q-values", (self.num_actions,)), "networks.mlp"
+        )
         final_epsilon = float(self.rng.choice(final_epsilons, p=final_epsilon_probs))
         self.epsilon = LinearSchedule(1.0, final_epsilon, epsilon_duration)
         check_probability_schedule("NStepQAgent.final_epsilon", self.epsilon)

@@ -19,6 +19,7 @@ from framework.agent import Agent, Health, Metrics, State, VectorStep
 from framework.learner import Learner, UpdateGroup
 from framework.parts.acting import ActingCopy
 from framework.parts.gradient_processors import GradientProcessor
+from framework.parts.network_fit import CRITIC_Q, check_network
 from framework.parts.replay import UniformReplay
 from framework.parts.replay_schedule import ReplaySchedule
 from framework.validation import require_bounded_box, require_positive, require_unit_interval
@@ -188,6 +189,14 @@ class ActorCriticReplayAgent(ReplayAgent):
         shape = self.observation_space.shape
         self.critics = [critic_network(shape, self.action_size) for _ in range(num_critics)]
         self.target_critics = [critic_network(shape, self.action_size) for _ in range(num_critics)]
+        check_network(
+            self,
+            "critic_network",
+            self.critics[0],
+            CRITIC_Q,
+            "networks.critic_mlp",
+            takes_action=True,
+        )
 
     @staticmethod
     def copy_to_targets(online: list[tf.Variable], target: list[tf.Variable]) -> None:

@@ -34,6 +34,7 @@ from framework.parts import acting, exploration, networks
 from framework.parts.distributions import Categorical, DiagonalGaussian
 from framework.parts.gradient_processors import ClipByGlobalNorm, GradientProcessor
 from framework.parts.minibatches import ShuffledMinibatches
+from framework.parts.network_fit import VALUE, check_network
 from framework.parts.optimizers import Schedule, TorchAdam
 from framework.parts.policy_losses import ClippedSurrogateLoss, EntropyBonus, ValueLoss
 from framework.parts.returns import GAE, Rollout, merge_time_and_envs
@@ -143,6 +144,9 @@ class PPOAgent(RolloutAgent):
                 f"{action_space}: use {kind.__name__} (or leave it unset)."
             )
         self.network = network(observation_space.shape, outputs)
+        fits = "gaussian_actor_critic_mlp" if self.continuous else "actor_critic_mlp"
+        needs = (self.distribution.network_outputs(action_space), VALUE)
+        check_network(self, "network", self.network, needs, f"networks.{fits}")
         self.gamma = gamma
         self.returns = returns or GAE(0.95)
         self.minibatches = minibatches or ShuffledMinibatches()

@@ -18,8 +18,10 @@ import tensorflow as tf
 from framework.agent import Agent, Health, Metrics, State, VectorStep
 from framework.learner import Learner, UpdateGroup
 from framework.parts import acting, exploration, networks
+from framework.parts.distributions import Categorical
 from framework.parts.gradient_processors import GradientProcessor
 from framework.parts.losses import PolicyGradientLoss
+from framework.parts.network_fit import Output, check_network
 from framework.validation import (
     require_box_observations,
     require_discrete,
@@ -87,6 +89,10 @@ class ReinforceAgent(Agent):
         shape = observation_space.shape
         self.policy = network(shape, self.num_actions)
         self.baseline = network(shape, 1) if use_baseline else None
+        logits = Categorical().network_outputs(action_space)
+        check_network(self, "network", self.policy, logits, "networks.mlp")
+        if self.baseline is not None:
+            check_network(self, "network", self.baseline, Output("V(s)", (1,)), "networks.mlp")
         self._policy_numpy = acting.forward(self.policy)
         self.loss = loss or PolicyGradientLoss()
         variables = list(self.policy.trainable_variables)

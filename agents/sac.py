@@ -39,6 +39,7 @@ import gymnasium as gym
 import keras
 import numpy as np
 import tensorflow as tf
+from absl import logging
 
 from agents.off_policy import ActorCriticReplayAgent
 from framework.compiled.step_wrappers import PER_SAMPLE
@@ -46,6 +47,7 @@ from framework.learner import Learner, UpdateGroup
 from framework.parts import acting, networks
 from framework.parts.gradient_processors import GradientProcessor
 from framework.parts.losses import SoftPolicyLoss, TDMSELoss, TemperatureLoss
+from framework.parts.network_fit import check_network
 from framework.parts.optimizers import TorchAdam
 from framework.parts.replay import UniformReplay
 from framework.parts.replay_schedule import ReplaySchedule
@@ -71,7 +73,9 @@ class SACAgent(ActorCriticReplayAgent):
       num_critics: critics trained on one soft target, the minimum of their target copies.
       initial_temperature: alpha at the start (log alpha = log of it).
       learn_temperature: False keeps alpha at `initial_temperature` (no temperature group).
-      target_entropy: the entropy the temperature steers to; None: -dim(A) (SB3's "auto").
+      target_entropy: the entropy the temperature steers to; None: -dim(A) (SB3's "auto"). A
+        number other than -dim(A) is said at build: a config moved to another action space
+        keeps the number bound for its old one.
     """
 
     def __init__(
@@ -122,12 +126,28 @@ class SACAgent(ActorCriticReplayAgent):
                 f"{target_entropy!r}."
             )
         self.target_entropy = float(target_entropy)
+        if self.target_entropy != -self.action_size:  # a bound value, maybe of another space's
+            logging.warning(
+                "%s.target_entropy = %g differs from -dim(A) = %d, the default for this "
+                "%d-dimensional action space (SB3's 'auto'); unbind it to use the default.",
+                type(self).__name__,
+                self.target_entropy,
+                -self.action_size,
+                self.action_size,
+            )
         self.distribution = distribution or SquashedGaussian()
         self.actor_loss = actor_loss or SoftPolicyLoss()
         self.critic_loss = critic_loss or TDMSELoss()
         self.td_target = td_target or MinCriticTarget()
         self.temperature_loss = temperature_loss or TemperatureLoss()
         self.actor = actor_network(observation_space.shape, self.action_size)
+        check_network(
+            self,
+            "actor_network",
+            self.actor,
+            self.distribution.network_outputs(action_space),
+            "networks.gaussian_actor_mlp",
+        )
         self.make_critics(critic_network, num_critics)
         online = [w for c in self.critics for w in c.weights]
         target = [w for c in self.target_critics for w in c.weights]

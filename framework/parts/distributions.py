@@ -11,10 +11,12 @@ stores is the one the loss recomputes before its first update (a ratio of exactl
 import math
 
 import gin
+import gymnasium as gym
 import numpy as np
 import tensorflow as tf
 
 from framework.parts.exploration import sample_softmax
+from framework.parts.network_fit import Output
 
 _LOG_2PI = math.log(2.0 * math.pi)
 
@@ -22,6 +24,10 @@ _LOG_2PI = math.log(2.0 * math.pi)
 @gin.configurable
 class Categorical:
     """A softmax over `A` actions: parameters are logits `[B, A]`, actions int indices `[B]`."""
+
+    def network_outputs(self, action_space: gym.spaces.Discrete) -> Output:
+        """What it reads from a network: one logit per action, and nothing else."""
+        return Output("logits", (int(action_space.n),))
 
     def log_prob(self, logits: tf.Tensor, actions: tf.Tensor) -> tf.Tensor:
         """`log pi(a|s)` `[B]`."""
@@ -56,6 +62,10 @@ class DiagonalGaussian:
     log-probabilities and entropies sum over the dimensions (SB3's `DiagGaussianDistribution`).
     Samples are unbounded: the agent clips what the environment gets, and learns from the
     unclipped sample."""
+
+    def network_outputs(self, action_space: gym.spaces.Box) -> tuple[Output, Output]:
+        """What it reads from a network: a mean and a log std of the Box's shape."""
+        return Output("mean", action_space.shape), Output("log_std", action_space.shape)
 
     def log_prob(self, parameters: tuple[tf.Tensor, tf.Tensor], actions: tf.Tensor) -> tf.Tensor:
         """`sum_d [-(a - mu)^2 / (2 sigma^2) - log sigma - log(2 pi) / 2]` `[B]`."""

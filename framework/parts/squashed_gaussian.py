@@ -10,8 +10,11 @@ Gaussian's minus the change of variables, `sum_i log(1 - tanh(u_i)^2)`, computed
 import math
 
 import gin
+import gymnasium as gym
 import numpy as np
 import tensorflow as tf
+
+from framework.parts.network_fit import Output
 
 _HALF_LOG_TWO_PI = 0.5 * math.log(2.0 * math.pi)
 
@@ -32,6 +35,10 @@ class SquashedGaussian:
             )
         self.log_std_min = float(log_std_min)
         self.log_std_max = float(log_std_max)
+
+    def network_outputs(self, action_space: gym.spaces.Box) -> tuple[Output, Output]:
+        """What it reads from the actor: a mean and a log std of the Box's shape."""
+        return Output("mean", action_space.shape), Output("log_std", action_space.shape)
 
     def sample(
         self, mean: tf.Tensor, log_std: tf.Tensor, noise: tf.Tensor

@@ -1,8 +1,12 @@
-"""`python -m experiments.configs`: every shipped gin file and its header's first sentence."""
+"""`python -m experiments.configs`: every shipped gin file and its header's first sentence; and
+every one builds."""
 
 import glob
 import os
 
+import pytest
+
+import experiments
 from experiments import configs
 
 
@@ -76,3 +80,12 @@ def test_the_rainbow_ablation_configs_change_cartpole_gin_by_their_parts_from_an
         mine = bindings(f"gin_configs/{gin_file}")
         assert {name for name in shared if mine[name] != plain[name]} == parts, gin_file
     gin.clear_config()
+
+
+@pytest.mark.parametrize("path", [path for path, _ in configs.shipped()])
+def test_every_shipped_config_builds_its_agent_strictly_and_writes_nothing(path, tmp_path):
+    # Building checks each network against its agent's action space (and every binding is
+    # used): a shipped config is never refused, at --dry_run or at its start.
+    prepared = experiments.build([path], [], str(tmp_path / "run"), strict=True)
+    prepared.runner.close()
+    assert not (tmp_path / "run").exists()

@@ -139,6 +139,26 @@ BAD_CONFIGS = {
         ["LinearSchedule.start = 2.0"],
         ["DQNAgent.epsilon gives an exploration probability of 2 at environment step 0"],
     ),
+    # A config moved to another action space: its network does not fit the policy there (the
+    # first died at its first step looking for a log std, the second trained reading the
+    # Gaussian's mean as logits).
+    "ppo_cartpole_config_on_pendulum": (
+        ["gin_configs/ppo/cartpole.gin"],
+        ["make_env.env_id = 'Pendulum-v1'", "make_vector_env.vector_env = None"],
+        [
+            "PPOAgent.network builds actor_critic_mlp, whose outputs are ([B, 1], [B])",
+            "bind PPOAgent.network = @networks.gaussian_actor_critic_mlp for a Box action space",
+        ],
+    ),
+    "ppo_pendulum_config_on_cartpole": (
+        ["gin_configs/ppo/pendulum.gin"],
+        ["make_env.env_id = 'CartPole-v1'"],
+        [
+            "PPOAgent.network builds gaussian_actor_critic_mlp",
+            "PPOAgent reads (logits [B, 2], V(s) [B])",
+            "bind PPOAgent.network = @networks.actor_critic_mlp for a Discrete action space",
+        ],
+    ),
     # gymnasium reads a negative time limit as none: `evaluate` ran its first episode forever.
     "a_negative_time_limit": (
         DQN,
