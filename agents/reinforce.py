@@ -87,7 +87,7 @@ class ReinforceAgent(Agent):
         shape = observation_space.shape
         self.policy = network(shape, self.num_actions)
         self.baseline = network(shape, 1) if use_baseline else None
-        self._policy_numpy = acting.forward(self.policy)
+        self._policy_numpy = acting.forward(self.policy, observation_space)
         self.loss = loss or PolicyGradientLoss()
         variables = list(self.policy.trainable_variables)
         if self.baseline is not None:

@@ -141,7 +141,7 @@ class SACAgent(ActorCriticReplayAgent):
         self._policy_log_probs = tf.Variable(
             tf.zeros([batch_size]), trainable=False, name="policy_log_probs"
         )
-        self.acting = acting.gaussian_actor_forward(self.actor)
+        self.acting = acting.gaussian_actor_forward(self.actor, observation_space)
         groups = [
             self.critic_group(
                 self._critic_loss,
