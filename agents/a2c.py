@@ -129,7 +129,7 @@ class A2CAgent(RolloutAgent):
             gamma,
         )
         self.rollout = Rollout(n_steps, observation_space)
-        self.acting = acting.actor_critic_forward(self.network)
+        self.acting = acting.actor_critic_forward(self.network, observation_space)
         self.learner = Learner(
             UpdateGroup(
                 self.loss,

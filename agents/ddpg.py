@@ -124,7 +124,7 @@ class DDPGAgent(ActorCriticReplayAgent):
         online = [*self.actor.weights, *(w for c in self.critics for w in c.weights)]
         target = [*self.target_actor.weights, *(w for c in self.target_critics for w in c.weights)]
         self.copy_to_targets(online, target)
-        self.acting = acting.actor_forward(self.actor)
+        self.acting = acting.actor_forward(self.actor, observation_space)
         self.learner = Learner(
             [
                 self.critic_group(

@@ -105,7 +105,7 @@ class DQNAgent(ReplayAgent):
             gamma=gamma,
         )
         self.check_replay()
-        self.acting = acting.forward(self.online)
+        self.acting = acting.forward(self.online, observation_space)
         # A prioritized replay's batches carry importance weights: [gradient steps, batch].
         weight = {"weight": tf.TensorSpec([None, schedule.batch_size], tf.float32)}
         self.learner = Learner(

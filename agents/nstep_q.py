@@ -99,7 +99,7 @@ class NStepQAgent(RolloutAgent):
         self.epsilon = LinearSchedule(1.0, final_epsilon, epsilon_duration)
         check_probability_schedule("NStepQAgent.final_epsilon", self.epsilon)
         self.rollout = Rollout(n_steps, observation_space)
-        self.acting = acting.forward(self.online)
+        self.acting = acting.forward(self.online, observation_space)
         self.learner = Learner(
             UpdateGroup(
                 self._loss,

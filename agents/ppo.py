@@ -162,7 +162,7 @@ class PPOAgent(RolloutAgent):
             entropy_bonus or EntropyBonus(),
         )
         self.rollout = Rollout(n_steps, observation_space, action_space, extras)
-        self.acting = acting.actor_critic_forward(self.network)
+        self.acting = acting.actor_critic_forward(self.network, observation_space)
         clip_ranges = {"clip_range": surrogate_loss.clip_range}
         clip_ranges["value_clip_range"] = value_loss.clip_range
         schedules = {name: clip for name, clip in clip_ranges.items() if isinstance(clip, Schedule)}

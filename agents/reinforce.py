@@ -93,7 +93,7 @@ class ReinforceAgent(Agent):
         check_network(self, "network", self.policy, logits, "networks.mlp")
         if self.baseline is not None:
             check_network(self, "network", self.baseline, Output("V(s)", (1,)), "networks.mlp")
-        self._policy_numpy = acting.forward(self.policy)
+        self._policy_numpy = acting.forward(self.policy, observation_space)
         self.loss = loss or PolicyGradientLoss()
         variables = list(self.policy.trainable_variables)
         if self.baseline is not None:

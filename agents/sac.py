@@ -155,7 +155,7 @@ class SACAgent(ActorCriticReplayAgent):
         self.log_alpha = tf.Variable(
             math.log(initial_temperature), trainable=learn_temperature, name="log_alpha"
         )
-        self.acting = acting.gaussian_actor_forward(self.actor)
+        self.acting = acting.gaussian_actor_forward(self.actor, observation_space)
         groups = [
             self.critic_group(
                 self._critic_loss,

@@ -3,19 +3,34 @@
 A `tf.function` call costs many times a small MLP's forward pass in numpy (docs/speed.md):
 acting from a numpy copy of the weights, refreshed after each learner call, keeps TensorFlow
 out of the per-environment-step path. Networks numpy does not pay for (conv nets) act through
-one compiled call instead. Each factory below returns the numpy copy where its class
-`supports` the model, else the compiled one.
+one compiled call instead.
+
+Each factory below returns the numpy copy only where it is proven to compute the network
+(`acting_proof`): every layer of the network is one the copy computes (by the builders' layer
+names, each of the type the copy reads), and the copy's outputs equal the network's on
+observations of the space, when built and again after the first weight refresh. Otherwise the
+compiled call acts, with one warning saying why and what it costs. Networks that do not take
+flat vectors (conv nets) act through the compiled call by design, without a word.
 """
 
 import ctypes
-from collections.abc import Sequence
-from typing import Protocol, runtime_checkable
+from collections.abc import Callable, Sequence
+from typing import Any, Protocol, runtime_checkable
 
+import gymnasium as gym
 import keras
 import numpy as np
 import tensorflow as tf
 
-from framework.parts.networks import NUMPY_ACTIVATIONS, categorical_support_of
+from framework.parts.acting_proof import Proof, warn_acting_compiled
+from framework.parts.networks import (
+    NUMPY_ACTIVATIONS,
+    AtomLogits,
+    ScaleToBounds,
+    StateIndependentLogStd,
+    categorical_support_of,
+    q_values,
+)
 
 
 @runtime_checkable
@@ -72,13 +87,78 @@ def _kernels_and_biases(layers: Sequence[keras.layers.Dense]) -> list[tf.Variabl
     return [variable for layer in layers for variable in (layer.kernel, layer.bias)]
 
 
+# ----- what a numpy copy computes: the layers it reads, checked before it reads them -----------
+
+
+class NotCopyable(Exception):
+    """Why a numpy copy does not compute a network (a layer it does not compute, one it needs
+    and does not find): the compiled call acts instead."""
+
+
+def _numbered_layers(model: keras.Model, prefix: str) -> list[keras.layers.Layer]:
+    """`prefix_0`, `prefix_1`, ... in the order of their numbers: a torso as the builders name
+    it."""
+    found = {}
+    for layer in model.layers:
+        head, _, number = layer.name.rpartition("_")
+        if head == prefix and number.isdigit():
+            found[int(number)] = layer
+    return [found[number] for number in sorted(found)]
+
+
+def _named_layer(model: keras.Model, name: str) -> keras.layers.Layer:
+    for layer in model.layers:
+        if layer.name == name:
+            return layer
+    raise NotCopyable(f"it has no layer named {name!r}, which the numpy copy reads")
+
+
+def _layers_of_type(model: keras.Model, kind: type) -> list[keras.layers.Layer]:
+    return [layer for layer in model.layers if type(layer) is kind]
+
+
+def _takes_flat_vectors(model: keras.Model) -> bool:
+    return len(model.inputs) == 1 and len(model.inputs[0].shape) == 2
+
+
+def _check_copyable(
+    model: keras.Model, dense: Sequence[keras.layers.Layer], own: Sequence[keras.layers.Layer]
+) -> None:
+    """Raises NotCopyable unless every layer of `model` is one the copy computes: of `dense`
+    (each a Keras `Dense` with a bias and an activation numpy has) or of `own` (the heads' own
+    layers, found by their type). Where they sit in the graph, the proof's numbers show."""
+    if not _takes_flat_vectors(model):
+        raise NotCopyable("its input is not one flat vector")
+    for layer in model.layers:
+        if isinstance(layer, keras.layers.InputLayer) or any(layer is o for o in own):
+            continue
+        if not any(layer is d for d in dense):
+            raise NotCopyable(
+                f"its layer {layer.name!r} ({type(layer).__name__}) is not one the numpy copy "
+                "computes"
+            )
+        if type(layer) is not keras.layers.Dense:
+            raise NotCopyable(
+                f"its layer {layer.name!r} is a {type(layer).__name__}, where the numpy copy "
+                "computes a Dense layer"
+            )
+        activation = getattr(layer.activation, "__name__", repr(layer.activation))
+        if activation not in NUMPY_ACTIVATIONS or not layer.use_bias:
+            raise NotCopyable(
+                f"its Dense layer {layer.name!r} has activation {activation!r} and "
+                f"use_bias={layer.use_bias}; the numpy copy computes {sorted(NUMPY_ACTIVATIONS)} "
+                "with a bias"
+            )
+
+
 class CompiledForward:
-    """A model's outputs through one compiled call, where numpy does not pay (conv nets): numpy
-    arrays in the structure of the model's outputs."""
+    """A model's outputs through one compiled call, where numpy does not pay (conv nets) or
+    does not compute the model: numpy arrays in the structure of the outputs. `model` is a
+    Keras model or a function of one (a Q-network's Q-values)."""
 
     variables: tuple[tf.Variable, ...] = ()  # nothing to publish: it reads the model's own
 
-    def __init__(self, model: keras.Model):
+    def __init__(self, model: keras.Model | Callable[[tf.Tensor], Any]):
         self._forward = tf.function(model, reduce_retracing=True)
 
     def refresh(self, values: Sequence[np.ndarray] | None = None) -> None:
@@ -95,27 +175,40 @@ class NumpyForward:
     """The forward pass of an `mlp` network in numpy, for acting at batch size 1. A categorical
     network's copy returns its Q-values (`q_values`), the expected values of its atoms.
 
+    It reads the layers by the builders' names (`hidden_i`, then `output`, or dueling's
+    `value` and `advantage`) and is built only for a network of those layers alone (`check`).
+
     Refresh semantics (every subclass): the published values are taken as they come; without
     them the copy is marked stale and the next call reads the weights out of the model, once
     however many updates came before it.
     """
 
     def __init__(self, model: keras.Model):
+        self.check(model)
         _single_threaded_blas()
-        self._hidden = [layer for layer in model.layers if layer.name.startswith("hidden_")]
+        self._hidden = _numbered_layers(model, "hidden")
         self._activations = [NUMPY_ACTIVATIONS[layer.activation.__name__] for layer in self._hidden]
         self._dueling = any(layer.name == "advantage" for layer in model.layers)
         self._support = categorical_support_of(model)
-        heads = [model.get_layer(name) for name in self._head_names()]
-        self.variables = _kernels_and_biases(self._hidden + heads)
+        self.variables = _kernels_and_biases(self._hidden + self._heads(model))
         self.refresh()
 
-    @staticmethod
-    def supports(model: keras.Model) -> bool:
-        return model.name == "mlp" and len(model.inputs[0].shape) == 2
+    @classmethod
+    def check(cls, model: keras.Model) -> None:
+        """Raises NotCopyable unless this copy computes every layer of `model`."""
+        dense = _numbered_layers(model, "hidden") + cls._heads(model)
+        _check_copyable(model, dense, cls._own_layers(model))
 
-    def _head_names(self) -> tuple[str, ...]:
-        return ("value", "advantage") if self._dueling else ("output",)
+    @staticmethod
+    def _heads(model: keras.Model) -> list[keras.layers.Layer]:
+        dueling = any(layer.name == "advantage" for layer in model.layers)
+        names = ("value", "advantage") if dueling else ("output",)
+        return [_named_layer(model, name) for name in names]
+
+    @staticmethod
+    def _own_layers(model: keras.Model) -> list[keras.layers.Layer]:
+        """The head's layers without weights of their own: a categorical head's `AtomLogits`."""
+        return _layers_of_type(model, AtomLogits)
 
     def refresh(self, values: Sequence[np.ndarray] | None = None) -> None:
         """As `ActingCopy.refresh`; without `values`, stale until the next call."""
@@ -165,40 +258,34 @@ class NumpyForward:
         return self._support.expected_values_numpy(logits)
 
 
-def forward(model: keras.Model) -> NumpyForward | CompiledForward:
-    """The cheapest forward pass of a network with one output (Q-values or logits)."""
-    return NumpyForward(model) if NumpyForward.supports(model) else CompiledForward(model)
-
-
 class NumpyActorForward(NumpyForward):
     """`NumpyForward` for an `actor_mlp`: the torso and output in numpy, then tanh and scaling."""
 
     def __init__(self, model: keras.Model):
         super().__init__(model)
-        self._scale = model.get_layer("scale_to_bounds")
+        (self._scale,) = _layers_of_type(model, ScaleToBounds)
 
     @staticmethod
-    def supports(model: keras.Model) -> bool:
-        return model.name == "actor_mlp" and len(model.inputs[0].shape) == 2
+    def _own_layers(model: keras.Model) -> list[keras.layers.Layer]:
+        scales = _layers_of_type(model, ScaleToBounds)
+        if len(scales) != 1:
+            raise NotCopyable(f"it has {len(scales)} ScaleToBounds layers, the numpy copy one")
+        return scales
 
     def __call__(self, observations: np.ndarray) -> np.ndarray:
         return self._scale.numpy(super().__call__(observations))
-
-
-def actor_forward(model: keras.Model) -> NumpyActorForward | CompiledForward:
-    """The cheapest forward pass of a deterministic actor for acting."""
-    return NumpyActorForward(model) if NumpyActorForward.supports(model) else CompiledForward(model)
 
 
 class NumpyGaussianActorForward(NumpyForward):
     """`NumpyForward` for a `gaussian_actor_mlp`: its two heads, the mean and the log std."""
 
     @staticmethod
-    def supports(model: keras.Model) -> bool:
-        return model.name == "gaussian_actor_mlp" and len(model.inputs[0].shape) == 2
+    def _heads(model: keras.Model) -> list[keras.layers.Layer]:
+        return [_named_layer(model, "mean"), _named_layer(model, "log_std")]
 
-    def _head_names(self) -> tuple[str, ...]:
-        return ("mean", "log_std")
+    @staticmethod
+    def _own_layers(model: keras.Model) -> list[keras.layers.Layer]:
+        return []
 
     def __call__(self, observations: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         x = self._features(observations)
@@ -206,46 +293,50 @@ class NumpyGaussianActorForward(NumpyForward):
         return x @ mean_kernel + mean_bias, x @ std_kernel + std_bias  # [N, A] each
 
 
-def gaussian_actor_forward(model: keras.Model) -> NumpyGaussianActorForward | CompiledForward:
-    """The cheapest forward pass of a Gaussian actor for acting: its mean and log std."""
-    if NumpyGaussianActorForward.supports(model):
-        return NumpyGaussianActorForward(model)
-    return CompiledForward(model)
-
-
 # ----- on-policy actor-critic: policy logits (or a Gaussian's parameters) and a state value ----
 
 
 class NumpyActorCriticForward:
     """An `actor_critic_mlp`'s logits (a `gaussian_actor_critic_mlp`'s mean and log std) and
-    values in numpy, for acting. Its refresh reads the weights at once, not at the next call."""
+    values in numpy, for acting. Its refresh reads the weights at once, not at the next call.
+
+    It reads the layers by the builders' names (`torso_i` or `policy_i` and `value_i`, then
+    `logits` or `mean`, and `value`), a Gaussian's `StateIndependentLogStd` by its type, and
+    is built only for a network of those layers alone (`check`)."""
 
     def __init__(self, model: keras.Model):
-        def layers(prefix):
-            found = [layer for layer in model.layers if layer.name.startswith(prefix + "_")]
-            return sorted(found, key=lambda layer: int(layer.name.rsplit("_", 1)[1]))
-
-        self.gaussian = model.name == "gaussian_actor_critic_mlp"
-        shared = layers("torso")
-        head = "mean" if self.gaussian else "logits"
-        self._paths = {
-            "policy": shared + layers("policy") + [model.get_layer(head)],
-            "value": shared + layers("value") + [model.get_layer("value")],
-        }
+        self.check(model)
+        self._paths, log_std = self._layers(model)
+        self.gaussian = bool(log_std)
         self._activation = NUMPY_ACTIVATIONS[self._paths["policy"][0].activation.__name__]
         self.variables = _kernels_and_biases(
             [layer for path in self._paths.values() for layer in path]
         )
         if self.gaussian:
-            self.variables.append(model.get_layer("log_std").log_std)
+            self.variables.append(log_std[0].log_std)
         # One compiled read of every weight: a `.numpy()` per variable costs more in all.
         self._read = tf.function(lambda: [tf.identity(v) for v in self.variables])
         self.refresh()
 
+    @classmethod
+    def check(cls, model: keras.Model) -> None:
+        """Raises NotCopyable unless this copy computes every layer of `model`."""
+        paths, log_std = cls._layers(model)
+        _check_copyable(model, [layer for path in paths.values() for layer in path], log_std)
+        if len(log_std) > 1:
+            raise NotCopyable(f"it has {len(log_std)} StateIndependentLogStd layers")
+
     @staticmethod
-    def supports(model: keras.Model) -> bool:
-        names = ("actor_critic_mlp", "gaussian_actor_critic_mlp")
-        return model.name in names and len(model.inputs[0].shape) == 2
+    def _layers(model: keras.Model) -> tuple[dict[str, list[keras.layers.Layer]], list]:
+        """Each output's dense layers in order, and the Gaussian's log std layer if any."""
+        log_std = _layers_of_type(model, StateIndependentLogStd)
+        shared = _numbered_layers(model, "torso")
+        head = _named_layer(model, "mean" if log_std else "logits")
+        paths = {
+            "policy": shared + _numbered_layers(model, "policy") + [head],
+            "value": shared + _numbered_layers(model, "value") + [_named_layer(model, "value")],
+        }
+        return paths, log_std
 
     def refresh(self, values: Sequence[np.ndarray] | None = None) -> None:
         """As `ActingCopy.refresh`; without `values`, read out of the model now."""
@@ -288,10 +379,139 @@ class CompiledActorCriticForward(CompiledForward):
         return self._forward(observations)[1].numpy()
 
 
-def actor_critic_forward(
+# ----- the proven copy or the compiled call: what the factories return --------------------------
+
+
+class _ProvenCopy:
+    """A numpy copy proven to compute its network when built, proven once more after its first
+    weight refresh (trained values show what initial ones can hide: an op that clips outputs
+    starting at zero), and replaced by the compiled call, with one warning, if that fails.
+    Acting costs one delegating call; the proof runs twice in all, never in the steps."""
+
+    def __init__(self, copy: Any, proof: Proof, compiled: Callable[[], Any], network_name: str):
+        self.variables = copy.variables  # what the learner publishes, fixed at its build
+        self.copy = copy  # what acts: the numpy copy, or the compiled call once a proof failed
+        self._proof: Proof | None = proof
+        self._compiled = compiled
+        self._network_name = network_name
+
+    def refresh(self, values: Sequence[np.ndarray] | None = None) -> None:
+        """As `ActingCopy.refresh`: the acting copy's, then the proof the first time."""
+        self.copy.refresh(values)
+        if self._proof is None:
+            return
+        proof, self._proof = self._proof, None
+        failure = proof.failure(self.copy, "after its first weight refresh")
+        if failure is not None:
+            warn_acting_compiled(self._network_name, failure)
+            self.copy = self._compiled()
+
+
+class ProvenForward(_ProvenCopy):
+    """`forward`'s, `actor_forward`'s and `gaussian_actor_forward`'s proven numpy copy."""
+
+    def __call__(self, observations: np.ndarray):
+        return self.copy(observations)
+
+
+class ProvenActorCriticForward(_ProvenCopy):
+    """`actor_critic_forward`'s proven numpy copy."""
+
+    def logits(self, observations: np.ndarray) -> np.ndarray:
+        return self.copy.logits(observations)
+
+    def gaussian_parameters(self, observations: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        return self.copy.gaussian_parameters(observations)
+
+    def values(self, observations: np.ndarray) -> np.ndarray:
+        return self.copy.values(observations)
+
+
+def _proven_or_compiled(
     model: keras.Model,
-) -> NumpyActorCriticForward | CompiledActorCriticForward:
-    """The cheapest forward pass of an actor-critic model for acting."""
-    if NumpyActorCriticForward.supports(model):
-        return NumpyActorCriticForward(model)
-    return CompiledActorCriticForward(model)
+    observation_space: gym.Space,
+    numpy_kind: type,
+    proven_kind: type[_ProvenCopy],
+    compiled: Callable[[], Any],
+    proof: Callable[[], Proof],
+) -> Any:
+    """The numpy copy of `model` where it is proven on observations of the space, else the
+    compiled call, saying why (in silence for networks that do not take flat vectors)."""
+    if not (_takes_flat_vectors(model) and isinstance(observation_space, gym.spaces.Box)):
+        return compiled()
+    try:
+        copy = numpy_kind(model)
+    except NotCopyable as reason:
+        failure = str(reason)
+    else:
+        checked = proof()
+        failure = checked.failure(copy, "when built")
+        if failure is None:
+            return proven_kind(copy, checked, compiled, model.name)
+    warn_acting_compiled(model.name, failure)
+    return compiled()
+
+
+def _called(copy: Any, observations: np.ndarray) -> Any:
+    """What a copy of `forward`'s family gives: its call."""
+    return copy(observations)
+
+
+def forward(model: keras.Model, observation_space: gym.Space) -> ActingCopy:
+    """The cheapest forward pass of a network with one output (Q-values or logits) that
+    computes it; a categorical network's gives its Q-values."""
+
+    def network(observations):  # [B, A]
+        return q_values(model, model(observations))
+
+    return _proven_or_compiled(
+        model,
+        observation_space,
+        NumpyForward,
+        ProvenForward,
+        lambda: CompiledForward(network),
+        lambda: Proof(observation_space, network, _called),
+    )
+
+
+def actor_forward(model: keras.Model, observation_space: gym.Space) -> ActingCopy:
+    """The cheapest forward pass of a deterministic actor for acting that computes it."""
+    return _proven_or_compiled(
+        model,
+        observation_space,
+        NumpyActorForward,
+        ProvenForward,
+        lambda: CompiledForward(model),
+        lambda: Proof(observation_space, model, _called),
+    )
+
+
+def gaussian_actor_forward(model: keras.Model, observation_space: gym.Space) -> ActingCopy:
+    """The cheapest forward pass of a Gaussian actor for acting that computes it: its mean and
+    log std."""
+    return _proven_or_compiled(
+        model,
+        observation_space,
+        NumpyGaussianActorForward,
+        ProvenForward,
+        lambda: CompiledForward(model),
+        lambda: Proof(observation_space, model, _called),
+    )
+
+
+def actor_critic_forward(model: keras.Model, observation_space: gym.Space) -> ActingCopy:
+    """The cheapest forward pass of an actor-critic model for acting that computes it."""
+    gaussian = isinstance(model.output[0], list | tuple)  # ((mean, log_std), value)
+
+    def outputs(copy, observations):  # as the model's: (policy, value)
+        policy = copy.gaussian_parameters if gaussian else copy.logits
+        return policy(observations), copy.values(observations)
+
+    return _proven_or_compiled(
+        model,
+        observation_space,
+        NumpyActorCriticForward,
+        ProvenActorCriticForward,
+        lambda: CompiledActorCriticForward(model),
+        lambda: Proof(observation_space, model, outputs),
+    )
