@@ -16,7 +16,6 @@ A run ends at `num_steps`, or, with `stop_at_return`, at the first evaluation wh
 reaches it (checkpointed at that step: a normal finish, which a later start sees).
 """
 
-import collections
 import dataclasses
 import math
 import time
@@ -42,7 +41,11 @@ from framework.seeding import (
     seed_everything,
     set_global_rng_states,
 )
-from framework.storage.checkpointing import CheckpointError, CheckpointMismatchError
+from framework.storage.checkpointing import (
+    CheckpointError,
+    CheckpointFormatError,
+    CheckpointMismatchError,
+)
 from framework.storage.progress_csv import ProgressTable
 from framework.storage.run_directory import RunDirectory
 from framework.storage.summaries import HParamsSession, SummaryWriters
@@ -86,6 +89,24 @@ class RunnerState:
     # Since the last log, for the bound on skipped non-finite steps.
     interval_gradient_steps: int = 0
     interval_skipped_steps: int = 0
+    # The episodes ended since the last log, for progress.csv's mean return and length, and the
+    # returns of the last 20 episodes, for the progress line: saved, so that a run stopped
+    # between two logs (a signal) logs the same row and line once resumed.
+    interval_episodes: int = 0
+    interval_return_sum: float = 0.0
+    interval_length_sum: int = 0
+    recent_returns: list[float] = dataclasses.field(default_factory=list)
+
+
+# The fields checkpoints written before these were saved lack (the same format otherwise): such
+# a checkpoint restores with their defaults, its next row averaging the episodes since the resume.
+_PROGRESS_FIELDS = (
+    "interval_episodes",
+    "interval_return_sum",
+    "interval_length_sum",
+    "recent_returns",
+)
+_RECENT_RETURNS = 20  # the progress line's window
 
 
 class RunSeeds(NamedTuple):
@@ -267,7 +288,7 @@ class Runner:
         """
         start = time.perf_counter()
         self._restore_attempted = True
-        restored = self._store.restore_latest(self._checkpoint_state())
+        restored = self._restore_latest()
         if restored is None:
             self._check_nothing_lost(start_afresh)
             self._store.tidy()  # what a killed first checkpoint write left
@@ -304,6 +325,30 @@ class Runner:
         if not exact:
             logging.warning("%s", self.driver.inexact_resume())
         return step
+
+    def _restore_latest(self) -> tuple[int, dict] | None:
+        """The newest usable checkpoint, of this layout or of the one before the progress
+        interval was saved (`_PROGRESS_FIELDS`, which then take their defaults): the store
+        refuses a checkpoint that lacks a key of the state asked for, so such a run is asked
+        for again without them. A failure of both is reported as this layout's."""
+        state = self._checkpoint_state()
+        try:
+            return self._store.restore_latest(state)
+        except CheckpointFormatError:
+            raise
+        except CheckpointError as error:
+            runner = {k: v for k, v in state["runner"].items() if k not in _PROGRESS_FIELDS}
+            try:
+                restored = self._store.restore_latest({**state, "runner": runner})
+            except CheckpointError:
+                raise error from None
+        logging.info(
+            "The checkpoint at step %d was written before the runner saved the episodes since "
+            "the last log: the next row of progress.csv averages those since this resume (the "
+            "checkpoints from here on hold them; the mismatch above is this, nothing else).",
+            restored[0],
+        )
+        return restored
 
     def _check_nothing_lost(self, start_afresh: bool) -> None:
         """A run never silently trains again from step 0 over a folder that had checkpoints."""
@@ -441,7 +486,7 @@ class Runner:
         histogram = Cadence(self.histogram_interval, state.env_steps)
         evaluation = Cadence(self.eval_interval, state.env_steps)
         checkpoint = Cadence(self.checkpoint_interval, state.env_steps)
-        progress = _Progress(state.env_steps)
+        throughput = _Throughput(state.env_steps)
         reached = False  # an evaluation reached stop_at_return: the run ends at its step
         while state.env_steps < self.num_steps and self.stop_requested is None and not reached:
             until = min(self.num_steps, log.next, histogram.next, evaluation.next, checkpoint.next)
@@ -449,14 +494,14 @@ class Runner:
             state.env_steps = advanced.env_steps
             start = time.perf_counter()
             for step, ended in advanced.episodes:
-                self._log_episodes(writers, step, ended, progress)
+                self._log_episodes(writers, step, ended)
             if advanced.health != Health():
                 self._account(advanced.health, advanced.last_update)
             last = state.env_steps >= self.num_steps
             row = {}  # the scalars logged at this step, progress.csv's row
             logged = log.due(state.env_steps) or last
             if logged:
-                row.update(self._log_progress(writers, progress, final=last))
+                row.update(self._log_progress(writers, throughput, final=last))
             if histogram.due(state.env_steps):
                 writers.histograms(state.env_steps, self.agent.histogram_variables())
             self.seconds["logging and checkpoints"] += time.perf_counter() - start
@@ -466,7 +511,7 @@ class Runner:
                 self.seconds["evaluation"] += time.perf_counter() - start
                 reached = self.reached_stop_return()
                 if reached and not logged:  # the end of the run: its progress, as at the last
-                    row.update(self._log_progress(writers, progress, final=True))
+                    row.update(self._log_progress(writers, throughput, final=True))
             start = time.perf_counter()
             if row:
                 table.add(state.env_steps, row)
@@ -509,15 +554,14 @@ class Runner:
         state.interval_skipped_steps += health.nonfinite_steps
         self._check_finite(last_update)
 
-    def _log_episodes(
-        self, writers: SummaryWriters, step: int, ended: EndedEpisodes, progress: "_Progress"
-    ) -> None:
+    def _log_episodes(self, writers: SummaryWriters, step: int, ended: EndedEpisodes) -> None:
         """One point per tag per step, however many sub-environments ended an episode in it."""
-        self.state.episodes += len(ended.returns)
-        progress.returns.extend(ended.returns.tolist())
-        progress.ended += len(ended.returns)
-        progress.return_sum += float(ended.returns.sum())
-        progress.length_sum += float(ended.lengths.sum())
+        state = self.state
+        state.episodes += len(ended.returns)
+        state.recent_returns = [*state.recent_returns, *ended.returns.tolist()][-_RECENT_RETURNS:]
+        state.interval_episodes += len(ended.returns)
+        state.interval_return_sum += float(ended.returns.sum())
+        state.interval_length_sum += int(ended.lengths.sum())
         writers.pending_scalars(
             step,
             {
@@ -528,7 +572,7 @@ class Runner:
         )
 
     def _log_progress(
-        self, writers: SummaryWriters, progress: "_Progress", final: bool
+        self, writers: SummaryWriters, throughput: "_Throughput", final: bool
     ) -> dict[str, float]:
         """The driver's metrics, the runner's counters, throughput and policy diagnostics, at a
         log step or the run's `final` one; returns them, with the mean return and length of the
@@ -536,7 +580,7 @@ class Runner:
         the episodes themselves)."""
         state, step = self.state, self.state.env_steps
         now = time.perf_counter()
-        speed = (step - progress.last_step) / (now - progress.last_time)
+        speed = (step - throughput.last_step) / (now - throughput.last_time)
         scalars = self.driver.take_metrics()
         scalars.update(
             {
@@ -550,8 +594,8 @@ class Runner:
             scalars["train/skipped_nonfinite_steps"] = state.skipped_nonfinite_steps
         scalars.update(self.driver.diagnostics())
         writers.scalars(step, scalars)
-        recent = np.mean(progress.returns) if progress.returns else float("nan")
-        episodes = len(progress.returns)
+        recent = np.mean(state.recent_returns) if state.recent_returns else float("nan")
+        episodes = len(state.recent_returns)
         logging.info(
             "step %d/%d | return (last %d episode%s) %.1f | %.0f steps/s",
             step,
@@ -561,11 +605,15 @@ class Runner:
             recent,
             speed,
         )
-        if progress.ended:
-            scalars["train/mean_episode_return"] = progress.return_sum / progress.ended
-            scalars["train/mean_episode_length"] = progress.length_sum / progress.ended
-        progress.last_step, progress.last_time = step, now
-        progress.ended, progress.return_sum, progress.length_sum = 0, 0.0, 0.0
+        if state.interval_episodes:
+            scalars["train/mean_episode_return"] = (
+                state.interval_return_sum / state.interval_episodes
+            )
+            scalars["train/mean_episode_length"] = (
+                state.interval_length_sum / state.interval_episodes
+            )
+        throughput.last_step, throughput.last_time = step, now
+        state.interval_episodes, state.interval_return_sum, state.interval_length_sum = 0, 0.0, 0
         self._check_skipped_fraction()
         state.interval_gradient_steps = state.interval_skipped_steps = 0
         return scalars
@@ -622,12 +670,8 @@ class Runner:
             self.eval_env.close()
 
 
-class _Progress:
-    """Throughput since the last log, the returns of recent episodes, and the episodes ended
-    since the last log."""
+class _Throughput:
+    """The step and time of the last log, for the steps per second since."""
 
     def __init__(self, step: int):
         self.last_step, self.last_time = step, time.perf_counter()
-        self.returns: collections.deque[float] = collections.deque(maxlen=20)
-        # The episodes ended since the last log, for progress.csv.
-        self.ended, self.return_sum, self.length_sum = 0, 0.0, 0.0

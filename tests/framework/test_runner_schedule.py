@@ -7,6 +7,7 @@ import gymnasium as gym
 import numpy as np
 import pytest
 
+from framework import runner as runner_module
 from framework.agent import Agent, Health, State, VectorStep
 from framework.runner import NonFiniteError, Runner, Stopped
 from framework.storage.checkpointing import complete_steps
@@ -221,6 +222,84 @@ def test_a_resumed_run_continues_progress_csv_without_a_step_twice(tmp_path):
     for mine, theirs in zip(again, whole, strict=True):
         del mine["train/steps_per_second"], theirs["train/steps_per_second"]  # time, not data
         assert mine == theirs
+
+
+def _without_time(rows: list[dict[str, str]]) -> list[dict[str, str]]:
+    return [
+        {tag: value for tag, value in row.items() if tag != "train/steps_per_second"}
+        for row in rows
+    ]
+
+
+def _progress_lines(caplog) -> list[str]:
+    lines = [r.getMessage() for r in caplog.records if r.getMessage().startswith("step ")]
+    return [line.rsplit(" | ", 1)[0] for line in lines]  # without the steps per second
+
+
+def test_a_signal_between_two_logs_resumes_progress_csv_and_the_progress_line_exactly(
+    tmp_path, caplog
+):
+    caplog.set_level("INFO")
+    # Logs at 12, 21 and 30; 3 episodes end at 12 and 3 at 24, between the last two logs.
+    _runner(tmp_path / "whole", log_interval=10).run()
+    whole_lines = _progress_lines(caplog)
+    runner = _runner(tmp_path / "stopped", log_interval=10)
+
+    def signal_at_24(steps):  # right after 3 episodes ended
+        if steps == 24:
+            runner.stop_requested = "SIGTERM"
+
+    ScriptedAgent.script = signal_at_24
+    with pytest.raises(Stopped, match="at environment step 24"):
+        runner.run()
+    ScriptedAgent.script = None
+    assert runner.state.interval_episodes == 3 and runner.state.recent_returns == [4.0] * 6
+    caplog.clear()
+    resumed = _runner(tmp_path / "stopped", log_interval=10)
+    assert resumed.restore() == 24
+    resumed.run()
+    whole = _without_time(_table(tmp_path / "whole"))
+    assert whole[-1]["train/mean_episode_return"] == "4"  # the episodes of step 24
+    assert _without_time(_table(tmp_path / "stopped")) == whole
+    assert (
+        _progress_lines(caplog) == whole_lines[-1:] == ["step 30/30 | return (last 6 episodes) 4.0"]
+    )
+
+
+def test_a_checkpoint_without_the_progress_interval_restores_with_its_defaults(
+    tmp_path, monkeypatch, caplog
+):
+    """Checkpoints of the same format written before the runner saved the episodes since the
+    last log lack those fields: they restore, the next row averaging from the resume on."""
+    runner = _runner(tmp_path, log_interval=10)
+
+    def older_layout():
+        state = Runner._checkpoint_state(runner)
+        state["runner"] = {
+            k: v for k, v in state["runner"].items() if k not in runner_module._PROGRESS_FIELDS
+        }
+        return state
+
+    def signal_at_24(steps):  # right after 3 episodes ended, logged at 30
+        if steps == 24:
+            runner.stop_requested = "SIGTERM"
+
+    monkeypatch.setattr(runner, "_checkpoint_state", older_layout)
+    ScriptedAgent.script = signal_at_24
+    with pytest.raises(Stopped):
+        runner.run()
+    ScriptedAgent.script = None
+    caplog.set_level("INFO")
+    resumed = _runner(tmp_path, log_interval=10)
+    assert resumed.restore() == 24
+    assert "written before the runner saved the episodes since the last log" in caplog.text
+    assert resumed.state.interval_episodes == 0 and resumed.state.recent_returns == []
+    assert resumed.state.episodes == 6  # what the checkpoint held, as before
+    resumed.run()
+    assert _table(tmp_path)[-1]["train/mean_episode_return"] == ""  # the 3 before it unknown
+    again = _runner(tmp_path, log_interval=10)
+    assert again.restore() == 30  # the newer checkpoint, with the fields
+    again.close()
 
 
 def test_a_run_ends_at_the_first_evaluation_that_reaches_stop_at_return(tmp_path, caplog):
