@@ -17,6 +17,7 @@ from collections.abc import Iterator, Sequence
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:  # imported inside the calls: importing this package stays cheap
+    from framework.callbacks import Callback
     from framework.runner import Runner
     from framework.storage.run_directory import RunDirectory
 
@@ -84,8 +85,10 @@ def build(
     strict: bool = False,
     declare_hparams: bool = True,
     start_afresh: bool = False,
+    callbacks: Sequence["Callback"] = (),
 ) -> PreparedRun:
-    """Parses a fresh gin config and builds the runner (environment and agent); writes nothing.
+    """Parses a fresh gin config and builds the runner (environment and agent), with
+    `callbacks` after those bound in gin; writes nothing.
 
     Raises RunError for a bad config, an unknown part or environment, or (with `strict`) a
     binding that nothing used.
@@ -112,7 +115,7 @@ def build(
         config.parse(list(gin_files), list(bindings), seed)
         base_dir = base_dir or default_base_dir(config_name(gin_files, _bound_env_id()), seed)
         folder = RunDirectory(base_dir)
-        runner = Runner(folder)
+        runner = Runner(folder, python_callbacks=list(callbacks))
     except (ValueError, ImportError, TypeError, gym.error.Error) as error:
         raise RunError(without_gin_call_stack(error)) from error
     except RuntimeError as error:  # gin: a required parameter the config does not bind
@@ -199,6 +202,7 @@ def train(
     declare_hparams: bool = True,
     start_afresh: bool = False,
     verbose: bool = True,
+    callbacks: Sequence["Callback"] = (),
 ) -> TrainResult:
     """Trains a config into `base_dir` (a fresh folder under runs/ by default), resuming from
     its newest complete checkpoint if it has one. Raises RunError on bad input or a failed run.
@@ -209,10 +213,21 @@ def train(
     or environment, setting what is left aside. It logs what the command line does (its run
     folder, evaluations, progress, the closing summary) in the same lines; `verbose=False`
     keeps to warnings and errors. TensorFlow, if this call imports it, says nothing.
+    `callbacks` (`framework.callbacks.Callback` instances) run after those bound in gin
+    (`Runner.callbacks`); a resumed run needs the same ones.
     """
     with _progress_log(verbose):
         return train_prepared(
-            build(gin_files, bindings, base_dir, seed, strict, declare_hparams, start_afresh)
+            build(
+                gin_files,
+                bindings,
+                base_dir,
+                seed,
+                strict,
+                declare_hparams,
+                start_afresh,
+                callbacks,
+            )
         )
 
 
@@ -243,6 +258,7 @@ def train_prepared(prepared: PreparedRun) -> TrainResult:
 
     from experiments import resuming
     from framework import config
+    from framework.loop import InfoKeyError
     from framework.runner import NonFiniteError, Stopped
     from framework.storage import trials
     from framework.storage.checkpointing import (
@@ -312,7 +328,13 @@ def train_prepared(prepared: PreparedRun) -> TrainResult:
     except RunStopped:
         runner.close()  # signalled during start-up: its environments and workers
         raise
-    except (NonFiniteError, CheckpointError, RunFolderBusyError, DamagedRecordError) as error:
+    except (
+        NonFiniteError,
+        InfoKeyError,
+        CheckpointError,
+        RunFolderBusyError,
+        DamagedRecordError,
+    ) as error:
         raise RunError(str(error)) from error
     except OSError as error:  # disk full, a folder that cannot be written
         raise RunError(_disk_message(error)) from error

@@ -83,18 +83,29 @@ def _unfit_vector_env(
     return None
 
 
+class InfoKeyError(ValueError):
+    """An ended episode's last step lacks an info key the run was asked to log, or its value is
+    not a number."""
+
+
 @dataclasses.dataclass
 class EndedEpisodes:
     """The episodes that ended in one vector step."""
 
     returns: np.ndarray  # [E] float64
     lengths: np.ndarray  # [E] int64
+    # The chosen keys of each episode's last info (`EnvironmentLoop.info_keys`): key -> [E]
+    infos: dict[str, np.ndarray] = dataclasses.field(default_factory=dict)
 
 
 class EnvironmentLoop:
     """Owns the training vector env, the current observations and per-env episode tallies.
 
-    `seconds` splits the time spent so far between the environment, acting and observing.
+    `seconds` splits the time spent so far between the environment, acting and observing;
+    `infos` is the last vector step's info dict (the vector env's own, not a copy). Where
+    `info_keys` are set, each ended episode reports the values of those keys in its last
+    step's info (`EndedEpisodes.infos`; SAME_STEP autoreset keeps them in
+    `infos["final_info"]`), and an episode whose info lacks one is an `InfoKeyError`.
     """
 
     def __init__(self, envs: gym.vector.VectorEnv, agent: Agent):
@@ -106,6 +117,8 @@ class EnvironmentLoop:
         self.lengths = np.zeros(self.num_envs, np.int64)
         self.seconds = {"environment": 0.0, "acting": 0.0, "observing": 0.0}
         self.saved_as, self.why = env_state.how_saved(envs)
+        self.infos: dict[str, Any] | None = None
+        self.info_keys: tuple[str, ...] = ()
 
     def reset(self, seed: int | None) -> None:
         """Starts a fresh episode in every sub-env; a seed makes the resets reproducible."""
@@ -140,12 +153,14 @@ class EnvironmentLoop:
                 extras,
             )
         )
-        self.observations = next_observations
+        self.observations, self.infos = next_observations, infos
         self.returns += rewards
         self.lengths += 1
         ended = None
         if any_done:
             ended = EndedEpisodes(self.returns[done].copy(), self.lengths[done].copy())
+            if self.info_keys:
+                ended.infos = self._final_infos(infos, done)
             self.returns[done] = 0.0
             self.lengths[done] = 0
         observed = time.perf_counter()
@@ -153,6 +168,33 @@ class EnvironmentLoop:
         self.seconds["environment"] += stepped - acted
         self.seconds["observing"] += observed - stepped
         return ended
+
+    def _final_infos(self, infos: dict[str, Any], done: np.ndarray) -> dict[str, np.ndarray]:
+        """The values of `info_keys` in the last info of each episode ended (`done`)."""
+        final = infos.get("final_info", {})
+        values = {}
+        for key in self.info_keys:
+            present = final.get(f"_{key}")
+            if present is None or not present[done].all():
+                keys = sorted(name for name in final if not name.startswith("_"))
+                has = f"whose keys are {keys}" if keys else "which has no keys"
+                raise InfoKeyError(
+                    f"Runner.info_keys: an episode ended without {key!r} in its last step's "
+                    f"info, {has}. Log a key the environment puts in the info of an episode's "
+                    "last step, or leave it out of Runner.info_keys."
+                )
+            column = final[key]  # an array over the sub-environments; a dict for a dict
+            try:
+                values[key] = np.asarray(column[done], np.float64)
+            except (TypeError, ValueError, IndexError):
+                value = (
+                    column[np.flatnonzero(done)[0]] if isinstance(column, np.ndarray) else column
+                )
+                raise InfoKeyError(
+                    f"Runner.info_keys: {key!r} in an episode's last info is {value!r}, not a "
+                    "number to average."
+                ) from None
+        return values
 
     def inexact_resume(self) -> str | None:
         """Why a run resumed from `state()` would not continue exactly, if it would not."""

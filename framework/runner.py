@@ -13,14 +13,16 @@ they can be saved, the sub-environments themselves), the runner's counters and e
 generator, so a resumed run continues bitwise as the uninterrupted one would. An evaluation
 that beats every one before keeps the policy it evaluated (`best/`, outside the resume path).
 A run ends at `num_steps`, or, with `stop_at_return`, at the first evaluation whose mean return
-reaches it (checkpointed at that step: a normal finish, which a later start sees).
+reaches it (checkpointed at that step: a normal finish, which a later start sees), or where a
+callback (`framework/callbacks.py`) asks it to stop. Callbacks are called at the start, at their
+own cadence of steps, after each evaluation and checkpoint, and at the end; with none bound, the
+loop does nothing for them.
 """
 
-import collections
 import dataclasses
 import math
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import NamedTuple
 
 import gin
@@ -31,6 +33,7 @@ from absl import logging
 
 from framework import loop
 from framework.agent import Agent, Health
+from framework.callbacks import Callback, Hooks
 from framework.drivers import asynchronous  # noqa: F401  (registers the driver with gin)
 from framework.drivers.driver import AgentFactory, Driver, Seeds
 from framework.drivers.synchronous import SynchronousDriver
@@ -42,7 +45,11 @@ from framework.seeding import (
     seed_everything,
     set_global_rng_states,
 )
-from framework.storage.checkpointing import CheckpointError, CheckpointMismatchError
+from framework.storage.checkpointing import (
+    CheckpointError,
+    CheckpointFormatError,
+    CheckpointMismatchError,
+)
 from framework.storage.progress_csv import ProgressTable
 from framework.storage.run_directory import RunDirectory
 from framework.storage.summaries import HParamsSession, SummaryWriters
@@ -86,6 +93,26 @@ class RunnerState:
     # Since the last log, for the bound on skipped non-finite steps.
     interval_gradient_steps: int = 0
     interval_skipped_steps: int = 0
+    # The episodes ended since the last log, for progress.csv's mean return and length, and the
+    # returns of the last 20 episodes, for the progress line: saved, so that a run stopped
+    # between two logs (a signal) logs the same row and line once resumed.
+    interval_episodes: int = 0
+    interval_return_sum: float = 0.0
+    interval_length_sum: int = 0
+    interval_info_sums: list[list] = dataclasses.field(default_factory=list)  # [key, sum] pairs
+    recent_returns: list[float] = dataclasses.field(default_factory=list)
+
+
+# The fields checkpoints written before these were saved lack (the same format otherwise): such
+# a checkpoint restores with their defaults, its next row averaging the episodes since the resume.
+_PROGRESS_FIELDS = (
+    "interval_episodes",
+    "interval_return_sum",
+    "interval_length_sum",
+    "interval_info_sums",
+    "recent_returns",
+)
+_RECENT_RETURNS = 20  # the progress line's window
 
 
 class RunSeeds(NamedTuple):
@@ -118,7 +145,7 @@ class Cadence:
         return True
 
 
-@gin.configurable(denylist=["run_directory"])
+@gin.configurable(denylist=["run_directory", "python_callbacks"])
 class Runner:
     """Trains `agent` on `env_factory()`'s environment for `num_steps` transitions.
 
@@ -138,6 +165,13 @@ class Runner:
         at least this (None: train to `num_steps`). It is a normal finish: a later start sees
         from the best eval return its checkpoint holds that the run reached it, and trains on
         only where `stop_at_return` is unbound or raised above that return.
+      callbacks: code of your own called during training (`framework/callbacks.py`), e.g.
+        `[@EarlyStopping()]`; their state is kept in the checkpoints.
+      python_callbacks: callbacks given in Python (`experiments.train(callbacks=...)`), called
+        after the bound ones.
+      info_keys: keys of the environment's info at an episode's last step to log, averaged
+        like the return: `train/episode_<key>` in TensorBoard, `train/mean_episode_<key>` in
+        progress.csv (SB3's `info_keywords`; e.g. `["is_success"]`); synchronous driver only.
     """
 
     def __init__(
@@ -158,6 +192,9 @@ class Runner:
         skip_nonfinite_updates: bool = False,
         max_skipped_fraction: float = 1.0,
         stop_at_return: float | None = None,
+        callbacks: Sequence[Callback] = (),
+        python_callbacks: Sequence[Callback] = (),
+        info_keys: Sequence[str] = (),
     ):
         require_positive(
             self,
@@ -185,6 +222,11 @@ class Runner:
                 "Runner.stop_at_return must be a finite number (an eval return to stop at) or "
                 f"None (train to Runner.num_steps), got {stop_at_return!r}."
             )
+        if isinstance(info_keys, str) or not all(isinstance(key, str) and key for key in info_keys):
+            raise ValueError(
+                "Runner.info_keys must be a list of info keys (non-empty strings), e.g. "
+                f'["is_success"]; got {info_keys!r}.'
+            )
         self.run_directory = run_directory
         self.num_envs = num_envs
         self.num_steps = num_steps
@@ -197,6 +239,7 @@ class Runner:
         self.skip_nonfinite_updates = skip_nonfinite_updates
         self.max_skipped_fraction = max_skipped_fraction
         self.stop_at_return = stop_at_return
+        self.info_keys = tuple(info_keys)
         agent_seed, env_seed, self._eval_seed, reset_seed = run_seeds(seed)
         self.eval_env = env_factory()
         try:
@@ -208,6 +251,11 @@ class Runner:
             raise
         try:
             self.driver.evaluate_with(self.eval_env)
+            self.driver.log_info_keys(self.info_keys)
+            callbacks = [*callbacks, *python_callbacks]
+            self._hooks = (  # None without callbacks: the loop skips them altogether
+                Hooks(callbacks, self.agent, num_steps, self._counts) if callbacks else None
+            )
         except ValueError:
             self.driver.close()  # its environments, and the asynchronous driver's workers
             self.eval_env.close()
@@ -225,6 +273,8 @@ class Runner:
         self.checkpoint_cost: tuple[float, int] | None = None  # last save: (seconds, bytes)
         self.resume_seconds: float | None = None
         self.seconds = {"evaluation": 0.0, "logging and checkpoints": 0.0}
+        if self._hooks:
+            self.seconds["callbacks"] = 0.0
         self.loop_seconds = 0.0  # the training loop's wall-clock time in this start
 
     @property
@@ -232,14 +282,21 @@ class Runner:
         """The agent being trained (under the asynchronous driver: the global one)."""
         return self.driver.agent
 
+    def _counts(self) -> tuple[int, int]:
+        """The environment steps and episodes reached, for the callbacks' view."""
+        return self.state.env_steps, self.state.episodes
+
     # ----- checkpoints -------------------------------------------------------------------------
 
     def _checkpoint_state(self) -> dict:
-        return {
+        state = {
             "runner": dataclasses.asdict(self.state),
             "driver": self.driver.state(),
             "rngs": {"global": global_rng_states(), "tf": tf.random.get_global_generator()},
         }
+        if self._hooks:  # only then: a run without callbacks writes what it always wrote
+            state["callbacks"] = self._hooks.state()
+        return state
 
     def _save(self, writers: SummaryWriters, table: ProgressTable) -> None:
         # What was logged up to this step must survive a kill, and a power loss, from here on.
@@ -256,6 +313,8 @@ class Runner:
             1000 * self.checkpoint_cost[0],
             size / 1e6,
         )
+        if self._hooks:
+            self._call_hooks(self._hooks.checkpointed)
 
     def restore(self, start_afresh: bool = False) -> int | None:
         """Restores the newest complete checkpoint in the run folder; returns its step or None.
@@ -267,7 +326,7 @@ class Runner:
         """
         start = time.perf_counter()
         self._restore_attempted = True
-        restored = self._store.restore_latest(self._checkpoint_state())
+        restored = self._restore_latest()
         if restored is None:
             self._check_nothing_lost(start_afresh)
             self._store.tidy()  # what a killed first checkpoint write left
@@ -286,6 +345,8 @@ class Runner:
             self.state = RunnerState(**state["runner"])
             exact = self.driver.load_state(state["driver"], step)
             set_global_rng_states(state["rngs"]["global"])
+            if self._hooks:
+                self._hooks.load_state(state["callbacks"])
         except (ValueError, TypeError, KeyError) as error:
             raise CheckpointMismatchError(
                 f"The checkpoint at step {step} in {self._store.directory} does not fit this "
@@ -304,6 +365,30 @@ class Runner:
         if not exact:
             logging.warning("%s", self.driver.inexact_resume())
         return step
+
+    def _restore_latest(self) -> tuple[int, dict] | None:
+        """The newest usable checkpoint, of this layout or of the one before the progress
+        interval was saved (`_PROGRESS_FIELDS`, which then take their defaults): the store
+        refuses a checkpoint that lacks a key of the state asked for, so such a run is asked
+        for again without them. A failure of both is reported as this layout's."""
+        state = self._checkpoint_state()
+        try:
+            return self._store.restore_latest(state)
+        except CheckpointFormatError:
+            raise
+        except CheckpointError as error:
+            runner = {k: v for k, v in state["runner"].items() if k not in _PROGRESS_FIELDS}
+            try:
+                restored = self._store.restore_latest({**state, "runner": runner})
+            except CheckpointError:
+                raise error from None
+        logging.info(
+            "The checkpoint at step %d was written before the runner saved the episodes since "
+            "the last log: the next row of progress.csv averages those since this resume (the "
+            "checkpoints from here on hold them; the mismatch above is this, nothing else).",
+            restored[0],
+        )
+        return restored
 
     def _check_nothing_lost(self, start_afresh: bool) -> None:
         """A run never silently trains again from step 0 over a folder that had checkpoints."""
@@ -336,8 +421,11 @@ class Runner:
             step,
         )
 
-    def _evaluate_and_log(self, writers: SummaryWriters) -> dict[str, float]:
-        """Evaluates, keeps the best policy, logs; returns the scalars it logged."""
+    def _evaluate_and_log(
+        self, writers: SummaryWriters
+    ) -> tuple[loop.Evaluation, dict[str, float]]:
+        """Evaluates, keeps the best policy, logs; returns the evaluation and the scalars it
+        logged."""
         result = self.evaluate()
         self.eval_returns.append((result.step, result.mean_return))
         previous = self.state.best_eval_return
@@ -360,7 +448,7 @@ class Runner:
             result.std_return,
             "the best so far: its policy kept in best/" if improved else f"best {best:.1f}",
         )
-        return scalars
+        return result, scalars
 
     def reached_stop_return(self) -> bool:
         """Whether an evaluation of this run reached `stop_at_return`: the best eval return,
@@ -414,6 +502,8 @@ class Runner:
                 self.state.env_steps,
             )
             return self.eval_returns
+        if self._hooks and self._start_hooks():
+            return self.eval_returns
         schedules = self.agent.schedules()
         for schedule in schedules:
             logging.info("Schedule of the %s.", schedule)
@@ -435,42 +525,80 @@ class Runner:
             writers.close()
         return self.eval_returns
 
+    def _start_hooks(self) -> bool:
+        """The callbacks' `on_start`; whether one stopped the run before it trained."""
+        hooks = self._hooks
+        self._call_hooks(hooks.start)
+        if hooks.stop_reason is None:
+            return False
+        logging.info(
+            "Stopped by the callback %s, at environment step %d before training; nothing to train.",
+            hooks.stop_reason,
+            self.state.env_steps,
+        )
+        self._call_hooks(hooks.end)
+        return True
+
+    def _call_hooks(self, call: Callable, *args) -> dict[str, float]:
+        """One of the callbacks' calls, timed."""
+        start = time.perf_counter()
+        try:
+            return call(*args)
+        finally:
+            self.seconds["callbacks"] += time.perf_counter() - start
+
     def _train(self, writers: SummaryWriters, table: ProgressTable) -> None:
-        state = self.state
+        state, hooks = self.state, self._hooks
         log = Cadence(self.log_interval, state.env_steps)
         histogram = Cadence(self.histogram_interval, state.env_steps)
         evaluation = Cadence(self.eval_interval, state.env_steps)
         checkpoint = Cadence(self.checkpoint_interval, state.env_steps)
-        since_log = _SinceLastLog(state.env_steps)
+        throughput = _Throughput(state.env_steps)
         reached = False  # an evaluation reached stop_at_return: the run ends at its step
-        while state.env_steps < self.num_steps and self.stop_requested is None and not reached:
+        stopped = None  # why a callback stopped the run: it ends at that step
+        while (
+            state.env_steps < self.num_steps
+            and self.stop_requested is None
+            and not reached
+            and not stopped
+        ):
             until = min(self.num_steps, log.next, histogram.next, evaluation.next, checkpoint.next)
+            if hooks:
+                until = min(until, hooks.next_step)
             advanced = self.driver.advance(state.env_steps, until, self._stop_is_requested)
             state.env_steps = advanced.env_steps
+            if hooks:
+                hooks.infos = advanced.infos
             start = time.perf_counter()
             for step, ended in advanced.episodes:
-                self._log_episodes(writers, step, ended, since_log)
+                self._log_episodes(writers, step, ended)
             if advanced.health != Health():
                 self._account(advanced.health, advanced.last_update)
             last = state.env_steps >= self.num_steps
             row = {}  # the scalars logged at this step, progress.csv's row
             logged = log.due(state.env_steps) or last
             if logged:
-                row.update(self._log_progress(writers, since_log, final=last))
+                row.update(self._log_progress(writers, throughput, final=last))
             if histogram.due(state.env_steps):
                 writers.histograms(state.env_steps, self.agent.histogram_variables())
             self.seconds["logging and checkpoints"] += time.perf_counter() - start
             if evaluation.due(state.env_steps) or last:
                 start = time.perf_counter()
-                row.update(self._evaluate_and_log(writers))
+                result, scalars = self._evaluate_and_log(writers)
+                row.update(scalars)
                 self.seconds["evaluation"] += time.perf_counter() - start
                 reached = self.reached_stop_return()
-                if reached and not logged:  # the end of the run: its progress, as at the last
-                    row.update(self._log_progress(writers, since_log, final=True))
+                if hooks:
+                    self._log_callbacks(writers, row, self._call_hooks(hooks.evaluated, result))
+            if hooks:
+                self._log_callbacks(writers, row, self._call_hooks(hooks.step))
+                stopped = hooks.stop_reason
+            if (reached or stopped) and not logged:  # the end of the run: its progress
+                _add_to_row(row, self._log_progress(writers, throughput, final=True))
             start = time.perf_counter()
             if row:
                 table.add(state.env_steps, row)
-            if checkpoint.due(state.env_steps) or last or reached:
+            if checkpoint.due(state.env_steps) or last or reached or stopped:
                 self._save(writers, table)
             self.seconds["logging and checkpoints"] += time.perf_counter() - start
         if reached:
@@ -481,8 +609,25 @@ class Runner:
                 state.env_steps,
                 self.eval_returns[-1][1],
             )
-        elif self.stop_requested is not None:
-            self._stop(writers, table)
+        if stopped:
+            logging.info(
+                "Stopped by the callback %s, at step %d: the run ends here, finished, with its "
+                "checkpoint at this step.",
+                stopped,
+                state.env_steps,
+            )
+        if self.stop_requested is not None and not (reached or stopped):
+            self._stop(writers, table)  # raises Stopped, after the callbacks' on_end
+        if hooks:
+            self._call_hooks(hooks.end)
+
+    def _log_callbacks(
+        self, writers: SummaryWriters, row: dict[str, float], scalars: dict[str, float]
+    ) -> None:
+        """What the callbacks logged at this step: into TensorBoard and the step's row."""
+        if scalars:
+            _add_to_row(row, scalars)
+            writers.scalars(self.state.env_steps, scalars)
 
     def _stop_is_requested(self) -> bool:
         return self.stop_requested is not None
@@ -491,6 +636,8 @@ class Runner:
         """Checkpoints the step reached (unless it just did) and says where the run stopped."""
         if self.state.last_checkpoint_step != self.state.env_steps:
             self._save(writers, table)
+        if self._hooks:
+            self._call_hooks(self._hooks.end)
         raise Stopped(
             self.stop_requested,
             self.state.env_steps,
@@ -509,26 +656,31 @@ class Runner:
         state.interval_skipped_steps += health.nonfinite_steps
         self._check_finite(last_update)
 
-    def _log_episodes(
-        self, writers: SummaryWriters, step: int, ended: EndedEpisodes, since_log: "_SinceLastLog"
-    ) -> None:
+    def _log_episodes(self, writers: SummaryWriters, step: int, ended: EndedEpisodes) -> None:
         """One point per tag per step, however many sub-environments ended an episode in it."""
-        self.state.episodes += len(ended.returns)
-        since_log.returns.extend(ended.returns.tolist())
-        since_log.ended += len(ended.returns)
-        since_log.return_sum += float(ended.returns.sum())
-        since_log.length_sum += float(ended.lengths.sum())
-        writers.pending_scalars(
-            step,
-            {
-                "train/episode_return": float(ended.returns.mean()),
-                "train/episode_length": float(ended.lengths.mean()),
-                "train/episodes_ended": len(ended.returns),
-            },
-        )
+        state = self.state
+        state.episodes += len(ended.returns)
+        state.recent_returns = [*state.recent_returns, *ended.returns.tolist()][-_RECENT_RETURNS:]
+        state.interval_episodes += len(ended.returns)
+        state.interval_return_sum += float(ended.returns.sum())
+        state.interval_length_sum += int(ended.lengths.sum())
+        scalars = {
+            "train/episode_return": float(ended.returns.mean()),
+            "train/episode_length": float(ended.lengths.mean()),
+            "train/episodes_ended": len(ended.returns),
+        }
+        if ended.infos:
+            sums = dict(state.interval_info_sums)
+            for key, values in ended.infos.items():
+                sums[key] = sums.get(key, 0.0) + float(values.sum())
+                scalars[f"train/episode_{key}"] = float(values.mean())
+            state.interval_info_sums = [[key, total] for key, total in sums.items()]
+        writers.pending_scalars(step, scalars)
+        if self._hooks:
+            self._hooks.add_episodes(ended)
 
     def _log_progress(
-        self, writers: SummaryWriters, since_log: "_SinceLastLog", final: bool
+        self, writers: SummaryWriters, throughput: "_Throughput", final: bool
     ) -> dict[str, float]:
         """The driver's metrics, the runner's counters, throughput and policy diagnostics, at a
         log step or the run's `final` one; returns them, with the mean return and length of the
@@ -536,7 +688,7 @@ class Runner:
         the episodes themselves)."""
         state, step = self.state, self.state.env_steps
         now = time.perf_counter()
-        speed = (step - since_log.last_step) / (now - since_log.last_time)
+        speed = (step - throughput.last_step) / (now - throughput.last_time)
         scalars = self.driver.take_metrics()
         scalars.update(
             {
@@ -550,8 +702,8 @@ class Runner:
             scalars["train/skipped_nonfinite_steps"] = state.skipped_nonfinite_steps
         scalars.update(self.driver.diagnostics())
         writers.scalars(step, scalars)
-        recent = np.mean(since_log.returns) if since_log.returns else float("nan")
-        episodes = len(since_log.returns)
+        recent = np.mean(state.recent_returns) if state.recent_returns else float("nan")
+        episodes = len(state.recent_returns)
         logging.info(
             "step %d/%d | return (last %d episode%s) %.1f | %.0f steps/s",
             step,
@@ -561,11 +713,18 @@ class Runner:
             recent,
             speed,
         )
-        if since_log.ended:
-            scalars["train/mean_episode_return"] = since_log.return_sum / since_log.ended
-            scalars["train/mean_episode_length"] = since_log.length_sum / since_log.ended
-        since_log.last_step, since_log.last_time = step, now
-        since_log.ended, since_log.return_sum, since_log.length_sum = 0, 0.0, 0.0
+        if state.interval_episodes:
+            scalars["train/mean_episode_return"] = (
+                state.interval_return_sum / state.interval_episodes
+            )
+            scalars["train/mean_episode_length"] = (
+                state.interval_length_sum / state.interval_episodes
+            )
+            for key, total in state.interval_info_sums:
+                scalars[f"train/mean_episode_{key}"] = total / state.interval_episodes
+        throughput.last_step, throughput.last_time = step, now
+        state.interval_episodes, state.interval_return_sum, state.interval_length_sum = 0, 0.0, 0
+        state.interval_info_sums = []
         self._check_skipped_fraction()
         state.interval_gradient_steps = state.interval_skipped_steps = 0
         return scalars
@@ -622,12 +781,20 @@ class Runner:
             self.eval_env.close()
 
 
-class _SinceLastLog:
-    """What the next log reports: the step and time of the last log (for the throughput since
-    it), the episodes ended since it, and the returns of the last 20 episodes, older or not."""
+def _add_to_row(row: dict[str, float], scalars: dict[str, float]) -> None:
+    """`scalars` into progress.csv's `row`, where a callback's tags meet the run's: each is
+    logged once at a step."""
+    clash = sorted(scalars.keys() & row.keys())
+    if clash:
+        raise ValueError(
+            f"A callback logged {', '.join(clash)} at a step where the run logs it itself: "
+            "give the callback's scalars tags of their own (say custom/...)."
+        )
+    row.update(scalars)
+
+
+class _Throughput:
+    """The step and time of the last log, for the steps per second since."""
 
     def __init__(self, step: int):
         self.last_step, self.last_time = step, time.perf_counter()
-        self.returns: collections.deque[float] = collections.deque(maxlen=20)
-        # The episodes ended since the last log, for progress.csv.
-        self.ended, self.return_sum, self.length_sum = 0, 0.0, 0.0

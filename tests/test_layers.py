@@ -32,7 +32,7 @@ FRAMEWORK_LAYERS = [
     {"framework.parts"},  # and every framework.parts.* module
     {"framework.learner", "framework.loop", "framework.policy", "framework.export"},
     {"framework.drivers"},  # what the runner drives: they know no files
-    {"framework.runner"},
+    {"framework.runner", "framework.callbacks"},  # the scheduler, and the hooks it calls
 ]
 # What an agent may not know: files, configs, seeding, processes, the drivers and the scheduler.
 NOT_FOR_AGENTS = {

@@ -32,6 +32,7 @@ class DriverProgress:
     episodes: list[tuple[int, EndedEpisodes]]  # episodes that ended, with the count they ended at
     health: Health  # of every update made, summed
     last_update: Health  # of the last update alone: the culprit when a non-finite one ended it
+    infos: dict | None = None  # the last vector step's info, where the driver steps one here
 
 
 AgentFactory = Callable[..., Agent]  # (observation_space, action_space, seed, **overrides)
@@ -65,6 +66,15 @@ class Driver(abc.ABC):
         """Lets `evaluation_env` (built by the same factory) read what the training
         environments keep, frozen: the running statistics of observation and reward
         normalisation (evaluation's rewards stay unscaled)."""
+
+    def log_info_keys(self, keys: tuple[str, ...]) -> None:
+        """Has each ended episode report the values of `keys` in its last step's info."""
+        if keys:
+            raise ValueError(
+                f"Runner.info_keys = {list(keys)}: {type(self).__name__} does not report its "
+                "environments' infos; log them under the synchronous driver (leave "
+                "Runner.driver unset)."
+            )
 
     def diagnostics(self) -> dict[str, float]:
         """The agent's policy diagnostics at an observation of the driver's choosing."""

@@ -58,7 +58,7 @@ class SynchronousDriver(Driver):
                     break
             if stop():
                 break
-        return DriverProgress(env_steps, episodes, health, last_update)
+        return DriverProgress(env_steps, episodes, health, last_update, loop.infos)
 
     def take_metrics(self) -> dict[str, float]:
         metrics, self._unlogged = self._unlogged, {}
@@ -66,6 +66,9 @@ class SynchronousDriver(Driver):
 
     def evaluate_with(self, evaluation_env: gym.Env) -> None:
         self._statistics.read_frozen(evaluation_env)
+
+    def log_info_keys(self, keys: tuple[str, ...]) -> None:
+        self.loop.info_keys = keys
 
     def diagnostics(self) -> dict[str, float]:
         return self.agent.diagnostics(self.loop.observations[0])

@@ -1,5 +1,6 @@
 """Runs `python -m experiments.run` in a subprocess, for tests of the command line itself."""
 
+import csv
 import os
 import signal
 import subprocess
@@ -85,3 +86,13 @@ def assert_no_step_twice(scalars: dict[str, list[tuple[int, float]]]) -> None:
     for tag in scalars:
         steps = steps_of(scalars, tag)
         assert len(steps) == len(set(steps)), f"{tag} has a step twice: {steps}"
+
+
+def progress_rows(base_dir) -> list[dict[str, str]]:
+    """progress.csv's rows, without the column that measures time (steps per second)."""
+    with open(os.path.join(str(base_dir), "progress.csv"), newline="") as f:
+        rows = list(csv.DictReader(f))
+    return [
+        {tag: value for tag, value in row.items() if tag != "train/steps_per_second"}
+        for row in rows
+    ]

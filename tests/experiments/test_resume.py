@@ -162,6 +162,7 @@ def _assert_killed_run_resumes_bitwise(tmp_path, agent: str, num_envs: int) -> N
     for tag in expected:
         if tag != "train/steps_per_second":
             assert [s for s, _ in resumed[tag]] == [s for s, _ in expected[tag]], tag
+    assert cli.progress_rows(tmp_path / "killed") == cli.progress_rows(tmp_path / "uninterrupted")
 
     weights, expected_weights = (
         cli.final_weights(tmp_path / "killed"),
@@ -206,6 +207,7 @@ def test_twenty_kills_at_random_moments_leave_one_clean_identical_run(tmp_path):
     for tag in ("eval/episode_return", "train/episode_return", "train/loss"):
         assert resumed[tag] == expected[tag], tag
     assert read_tags(tmp_path / "killed") == read_tags(tmp_path / "uninterrupted")
+    assert cli.progress_rows(tmp_path / "killed") == cli.progress_rows(tmp_path / "uninterrupted")
     # Kills inside a prune or a write left nothing behind: at most max_to_keep checkpoints.
     steps_on_disk = {path.name.split(".")[0].split("_")[0] for path in checkpoints.glob("ckpt-*")}
     assert len(steps_on_disk) <= 3, sorted(steps_on_disk)

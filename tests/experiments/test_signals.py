@@ -78,11 +78,14 @@ def test_sigterm_and_sigint_checkpoint_the_step_reached_and_resume_bitwise(tmp_p
 
     expected = read_scalars(tmp_path / "uninterrupted")
     expected_weights = cli.final_weights(tmp_path / "uninterrupted")
+    expected_rows = cli.progress_rows(tmp_path / "uninterrupted")
     for name in cases:
         scalars = read_scalars(tmp_path / name)
         cli.assert_no_step_twice(scalars)
         for tag in ("eval/episode_return", "train/episode_return", "train/loss"):
             assert scalars[tag] == expected[tag], (name, tag)
+        # Its means of the episodes since the last log too, although the signal fell between.
+        assert cli.progress_rows(tmp_path / name) == expected_rows, name
         weights = cli.final_weights(tmp_path / name)
         for key, value in expected_weights.items():
             np.testing.assert_array_equal(weights[key], value, err_msg=f"{name}: {key}")
