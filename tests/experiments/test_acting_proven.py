@@ -38,7 +38,7 @@ BINDINGS = [
     "Runner.eval_interval = 1000",
     "Runner.checkpoint_interval = 1000",
     "Runner.eval_episodes = 2",
-    "DQNAgent.learning_starts = 500",
+    "ReplaySchedule.learning_starts = 500",
 ]
 
 

@@ -458,9 +458,9 @@ SHORT_DQN = [
     "Runner.eval_interval = 500",
     "Runner.eval_episodes = 2",
     "Runner.checkpoint_interval = 500",
-    "DQNAgent.learning_starts = 500",
-    "DQNAgent.train_freq = 100",
-    "DQNAgent.gradient_steps = 4",
+    "ReplaySchedule.learning_starts = 500",
+    "ReplaySchedule.train_freq = 100",
+    "ReplaySchedule.gradient_steps = 4",
 ]
 
 
@@ -501,8 +501,8 @@ COUNTER_BINDINGS = [
     "Runner.eval_interval = 1000",
     "Runner.eval_episodes = 3",
     "Runner.log_interval = 500",
-    "DQNAgent.train_freq = 128",
-    "DQNAgent.gradient_steps = 16",
+    "ReplaySchedule.train_freq = 128",
+    "ReplaySchedule.gradient_steps = 16",
 ]
 
 
