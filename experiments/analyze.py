@@ -138,6 +138,9 @@ def load(paths: Sequence[str], finished_only: bool = True) -> tuple[list[Run], l
     Runs of a sweep come with the values of its record; with `finished_only`, runs the record
     does not list as finished are left out.
     """
+    from framework import console
+
+    console.import_tensorflow()  # reading runs needs it: without its banners, as `train`
     import agents  # noqa: F401  (trial keys read defaults from the parts' signatures)
     import framework.runner  # noqa: F401
     from experiments.sweep_record import read_record
@@ -633,8 +636,6 @@ def main(argv: list[str]) -> None:
     if flag.compare and len(flag.compare) != 2:
         raise app.UsageError(f"--compare takes two trials A,B; got {flag.compare}.")
     try:
-        require_analysis_extra()  # before TensorFlow's 3 s import, which reading runs needs
-        quiet_tensorflow()
         result = analyze(
             argv[1:],
             flag.output_dir,
@@ -655,16 +656,6 @@ def main(argv: list[str]) -> None:
         a, b, (point, low, high) = result.comparison
         print(f"\nP({b} > {a}) on the final eval return: {point:.3f} [{low:.3f}, {high:.3f}]")
     print("\nWrote: " + ", ".join(result.files))
-
-
-def quiet_tensorflow() -> None:
-    """TensorFlow (read_scalars needs it) without its banners, where experiments.quiet exists."""
-    try:
-        from experiments import quiet
-    except ImportError:
-        os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-        return
-    quiet.import_tensorflow()
 
 
 def run_main() -> None:

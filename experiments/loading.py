@@ -51,7 +51,11 @@ def load(
     config that no longer builds, an environment whose spaces do not fit the agent).
 
     As `train`, it parses the run's config into gin's global config (clearing what was bound
-    before) and seeds the global generators with the run's seed."""
+    before) and seeds the global generators with the run's seed. TensorFlow, if this call
+    imports it, says nothing (as in `train`)."""
+    from framework import console
+
+    console.import_tensorflow()  # before the framework's modules import it: no C++ banner
     from framework import config
     from framework.parts import wrappers
     from framework.policy import Policy

@@ -381,6 +381,51 @@ def test_a_pong_video_shows_the_emulator_frames(runs, tmp_path):
     assert reader.count_frames() == result.lengths[0] + 1
 
 
+@pytest.fixture(scope="module")
+def bandit_run(tmp_path_factory) -> str:
+    """A run of a few seconds, for what needs a run but not the module's trained ones."""
+    folder = str(tmp_path_factory.mktemp("bandit"))
+    bindings = ["Runner.num_steps = 200", "Runner.eval_interval = 100", "Runner.eval_episodes = 2"]
+    experiments.train(["gin_configs/reinforce/bandit.gin"], bindings, folder, verbose=False)
+    return folder
+
+
+@pytest.mark.process
+@pytest.mark.parametrize(
+    ("first_call", "printed"),
+    [
+        (
+            "import experiments\npolicy = experiments.load(RUN)\nprint(policy.step)\n"
+            "policy.close()",
+            "200",
+        ),
+        (
+            "from framework.storage.event_reader import read_scalars\n"
+            "print([step for step, _ in read_scalars(RUN)['eval/episode_return']])",
+            "[100, 200]",
+        ),
+    ],
+    ids=["load", "read_scalars"],
+)
+def test_a_script_whose_first_call_reads_a_run_prints_nothing_of_tensorflow(
+    bandit_run, first_call, printed
+):
+    # As a user's script: without the tests' TF_CPP_MIN_LOG_LEVEL (TF's C++ start-up lines
+    # ignore it anyway: they are written before its logging starts).
+    environment = {k: v for k, v in os.environ.items() if k != "TF_CPP_MIN_LOG_LEVEL"}
+    completed = subprocess.run(
+        [sys.executable, "-c", f"RUN = {bandit_run!r}\n{first_call}"],
+        cwd=cli.REPO_ROOT,
+        env=environment,
+        capture_output=True,
+        text=True,
+        timeout=240,
+    )
+    assert completed.returncode == 0, completed.stderr[-3000:]
+    assert completed.stdout == printed + "\n"
+    assert completed.stderr == ""
+
+
 def _damaged_copy(run: str, tmp_path) -> str:
     copy = str(tmp_path / "damaged")
     shutil.copytree(run, copy)
