@@ -213,6 +213,14 @@ def test_a_random_sweep_draws_the_same_trials_each_time(tmp_path):
     assert domains["Runner.eval_episodes"] == {"type": "int", "min": 2, "max": 5}
 
 
+def test_defining_a_sweep_logs_nothing_of_the_probe_that_names_its_columns(tmp_path, caplog):
+    caplog.set_level(logging.INFO)
+    definition = sweep.define([BANDIT], TINY, [LEARNING_RATES], base_dir=str(tmp_path))
+    assert definition.parameters[0].hparam == "Adam.learning_rate"  # still asked of the config
+    assert "__sweep_probe__" not in caplog.text
+    assert logging.getLogger("absl").level == logging.NOTSET  # its level as it was
+
+
 def test_bad_sweep_flags_and_another_sweeps_folder_are_one_paragraph_errors(grid, tmp_path):
     with pytest.raises(sweep.RunError, match="is not 'binding=values'"):
         sweep.define([BANDIT], [], ["learning_rate 0.1"], base_dir=str(tmp_path))
