@@ -54,30 +54,6 @@ def _render_mode() -> str | None:
     return None
 
 
-def _record(env, folder: str, prefix: str):
-    """`env` recording every episode into `folder` with gymnasium's RecordVideo."""
-    import gymnasium as gym
-
-    if os.path.exists(folder) and not os.path.isdir(folder):
-        raise experiments.RunError(
-            f"--video={folder} is a file; give a folder for the MP4 files (made if missing)."
-        )
-    try:
-        return gym.wrappers.RecordVideo(
-            env,
-            folder,
-            # Episode 0 is the evaluation's seeding reset, which plays no step.
-            episode_trigger=lambda episode: episode > 0,
-            name_prefix=prefix,
-            disable_logger=True,
-        )
-    except gym.error.DependencyNotInstalled as error:
-        raise experiments.RunError(
-            f"--video needs moviepy, which is not installed ({error}): install the video "
-            "extra, `pip install -e '.[video]'` (moviepy, and pygame to draw classic control)."
-        ) from None
-
-
 def _summary(values) -> str:
     import numpy as np
 
@@ -130,12 +106,19 @@ def main(argv: list[str]) -> None:
         raise app.UsageError("Give one run folder: python -m experiments.evaluate RUN_DIR")
     import gymnasium as gym
 
+    from experiments import videos
+
     run_dir = argv[1]
     try:
-        policy = experiments.load(run_dir, FLAGS.checkpoint, FLAGS.gin_bindings, _render_mode())
+        render_mode = _render_mode()
+        if FLAGS.video:
+            videos.check_folder(FLAGS.video)
+        policy = experiments.load(run_dir, FLAGS.checkpoint, FLAGS.gin_bindings, render_mode)
         try:
             if FLAGS.video:
-                policy.env = _record(policy.env, FLAGS.video, f"step{policy.step}")
+                episodes = policy.eval_episodes if FLAGS.episodes is None else FLAGS.episodes
+                prefix = f"step{policy.step}"
+                policy.env = videos.EpisodeVideos(policy.env, FLAGS.video, prefix, episodes)
             result = policy.evaluate(FLAGS.episodes, FLAGS.seed, FLAGS.explore)
         finally:
             policy.close()  # a video is written out here

@@ -426,6 +426,57 @@ def test_a_script_whose_first_call_reads_a_run_prints_nothing_of_tensorflow(
     assert completed.stderr == ""
 
 
+@pytest.mark.process
+def test_evaluate_on_a_path_that_does_not_exist_says_so_in_one_line(tmp_path):
+    completed = _evaluate(str(tmp_path / "runs" / "missing"))
+    assert completed.returncode == 1
+    assert completed.stderr == (
+        f"experiments.evaluate: error: '{tmp_path / 'runs' / 'missing'}' does not exist: give a "
+        "run folder (the --base_dir of `experiments.run`, printed when it starts, e.g. "
+        "runs/dqn_cartpole_...).\n"
+    )
+
+
+@pytest.mark.process
+@pytest.mark.parametrize("where", ["under a file", "a read-only folder"])
+def test_a_video_folder_that_cannot_be_written_is_said_before_anything_runs(
+    bandit_run, tmp_path, where
+):
+    if where == "under a file":
+        (tmp_path / "notes.txt").write_text("mine")
+        video, reason = tmp_path / "notes.txt" / "videos", "Not a directory"
+    else:
+        if os.geteuid() == 0:
+            pytest.skip("root writes into a read-only folder")
+        video, reason = tmp_path / "read-only", "Permission denied"
+        video.mkdir(mode=0o500)
+    completed = _evaluate(bandit_run, f"--video={video}")
+    assert completed.returncode == 1
+    (line,) = completed.stderr.splitlines()
+    assert line.startswith(f"experiments.evaluate: error: --video={video} cannot hold the videos: ")
+    assert reason in line and line.endswith("; nothing was evaluated.")
+    assert completed.stdout == ""
+
+
+def test_videos_are_named_so_that_they_sort_in_episode_order(tmp_path, monkeypatch):
+    pytest.importorskip("moviepy")
+    monkeypatch.setenv("SDL_VIDEODRIVER", "dummy")  # pygame draws CartPole off screen
+    from experiments import videos
+
+    env = gym.make("CartPole-v1", render_mode="rgb_array", max_episode_steps=2)
+    recorded = videos.EpisodeVideos(env, str(tmp_path), "step100", episodes=10)
+    recorded.reset(seed=0)  # the evaluation's seeding reset: episode 0, not recorded
+    for _ in range(10):
+        recorded.reset()
+        done = False
+        while not done:
+            _, _, terminated, truncated, _ = recorded.step(0)
+            done = terminated or truncated
+    recorded.close()
+    names = os.listdir(tmp_path)
+    assert sorted(names) == [f"step100-episode-{episode:02d}.mp4" for episode in range(1, 11)]
+
+
 def _damaged_copy(run: str, tmp_path) -> str:
     copy = str(tmp_path / "damaged")
     shutil.copytree(run, copy)
