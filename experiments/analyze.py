@@ -33,7 +33,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from experiments import RunError
+from experiments import RunError, tables
 
 if TYPE_CHECKING:  # imported where used: reading a run needs TensorFlow
     from framework.storage.run_directory import RunDirectory
@@ -170,7 +170,15 @@ def load(paths: Sequence[str], finished_only: bool = True) -> tuple[list[Run], l
             f"No runs found under {', '.join(paths)}: a run folder has config.gin and "
             "TensorBoard event files; a sweep folder has sweep.json."
         )
-    return _newest_of_each_seed(runs)
+    runs, notes = _newest_of_each_seed(runs)
+    return sorted(runs, key=_table_order), notes
+
+
+def _table_order(run: Run) -> tuple:
+    """Trials by their swept values as numbers, then by name (its numbers by value); a trial's
+    runs by seed."""
+    values = tuple(tables.order(value) for value in run.values.values())
+    return values, tables.natural(run.trial), tables.order(run.seed)
 
 
 def _read_run(folder: str, name: str, seed: int | None, values: dict) -> Run:
@@ -364,13 +372,13 @@ _RUN_COLUMNS = {
 
 
 def markdown(trials, threshold: float | None) -> str:
-    """The trial table as markdown, intervals in brackets."""
-
-    def number(x) -> str:
-        return "n/a" if x is None or (isinstance(x, float) and not math.isfinite(x)) else f"{x:.4g}"
+    """The trial table as markdown, intervals in brackets, figures to four significant digits;
+    a trial with too few seeds for its intervals to mean much is marked, and the mark said."""
+    from experiments import statistics
 
     def interval(row, name) -> str:
-        return f"{number(row[name])} [{number(row[name + '_low'])}, {number(row[name + '_high'])}]"
+        point, low, high = (tables.significant(row[name + end]) for end in ("", "_low", "_high"))
+        return f"{point} [{low}, {high}]"
 
     swept = [c for c in trials.columns if c not in _TRIAL_COLUMNS]
     head = [
@@ -380,24 +388,43 @@ def markdown(trials, threshold: float | None) -> str:
         "final return: mean [95% CI]",
         "IQM [95% CI]",
         "AUC [95% CI]",
-        f"steps to {number(threshold)} (median, reached)",
+        f"steps to {tables.significant(threshold)} (median, reached)",
         "wall time (s)",
     ]
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for _, row in trials.iterrows():
+        few = row["seeds"] < statistics.FEW_SEEDS
+        steps = tables.significant(row["steps_to_threshold_median"])
         cells = [
             str(row["trial"]),
-            *[str(row[c]) for c in swept],
-            str(row["seeds"]),
+            *[tables.cell(row[c]) for c in swept],
+            f"{row['seeds']}{_TOO_FEW if few else ''}",
             interval(row, "final_mean"),
             interval(row, "final_iqm"),
             interval(row, "auc_mean"),
-            f"{number(row['steps_to_threshold_median'])} ({row['seeds_reaching_threshold']}"
-            f"/{row['seeds']})",
-            number(row["wall_time_s_mean"]),
+            f"{steps} ({row['seeds_reaching_threshold']}/{row['seeds']})",
+            tables.significant(row["wall_time_s_mean"]),
         ]
         lines.append("| " + " | ".join(cells) + " |")
+    if (trials["seeds"] < statistics.FEW_SEEDS).any():
+        lines += ["", too_few_seeds_note()]
     return "\n".join(lines)
+
+
+_TOO_FEW = " (too few)"
+
+
+def too_few_seeds_note() -> str:
+    """What a trial marked "too few" means (experiments/statistics.py, FEW_SEEDS)."""
+    from experiments import statistics
+
+    return (
+        f"Seeds marked{_TOO_FEW}: fewer than {statistics.FEW_SEEDS}, and a 95% bootstrap interval "
+        "over so few values holds the true value far less often than 95% of the time (over 1 "
+        "seed it is the value itself; over 2, their range, right half the time; over 4, about "
+        "78%). Read it as the range seen, not as confidence, or run "
+        f"{statistics.FEW_SEEDS} seeds or more."
+    )
 
 
 _TRIAL_COLUMNS = {
@@ -551,6 +578,8 @@ def analyze(
 ) -> Analysis:
     """Tables and plots for the runs under `paths`, written to `output_dir`."""
     require_analysis_extra()
+    from experiments import statistics
+
     runs, notes = load(paths)
     threshold = threshold if threshold is not None else default_threshold(runs)
     runs_frame = run_table(runs, threshold, tag)
@@ -580,6 +609,13 @@ def analyze(
                 f"are: {', '.join(trial_names)}."
             )
         comparison = (a, b, compare(runs_frame, a, b, reps, seed))
+        seeds = trials_frame.set_index("trial")["seeds"]
+        if min(seeds[a], seeds[b]) < statistics.FEW_SEEDS:
+            plural = "s" if seeds[b] != 1 else ""
+            notes.append(
+                f"P({b} > {a}) compares {seeds[b]} seed{plural} with {seeds[a]}: too few for "
+                "its interval to mean much (see the note below the table)."
+            )
         point, low, high = comparison[2]
         path = os.path.join(output_dir, "comparison.png")
         plot_learning_curves(

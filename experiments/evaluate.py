@@ -21,6 +21,7 @@ quiet.import_tensorflow()
 from absl import app, flags  # noqa: E402
 
 import experiments  # noqa: E402
+from experiments import tables  # noqa: E402
 
 FLAGS = flags.FLAGS
 flags.DEFINE_string("checkpoint", "latest", "latest, best, or the environment step of one.")
@@ -54,16 +55,9 @@ def _render_mode() -> str | None:
     return None
 
 
-def _summary(values) -> str:
-    import numpy as np
-
-    low, high = min(values), max(values)
-    return f"mean {np.mean(values):.1f}, std {np.std(values):.1f}, min {low:g}, max {high:g}"
-
-
 def _describe(policy, run_dir: str) -> str:
     what = (
-        f"the best snapshot (eval return {policy.eval_return:.1f} when kept)"
+        f"the best snapshot (eval return {tables.significant(policy.eval_return)} when kept)"
         if policy.source == "best"
         else "its checkpoint"
     )
@@ -129,8 +123,8 @@ def main(argv: list[str]) -> None:
         print(f"experiments.evaluate: error: {error}", file=sys.stderr)
         sys.exit(1)
     print(f"Evaluated {_describe(policy, run_dir)}.")
-    print(f"return: {_summary(result.returns)}")
-    print(f"length: {_summary(result.lengths)}")
+    print(f"return: {tables.summary(result.returns)}")
+    print(f"length: {tables.summary(result.lengths)}")
     if FLAGS.video:
         print(f"Videos: {os.path.abspath(FLAGS.video)}")
     if FLAGS.log:

@@ -10,7 +10,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from experiments import RunError
+from experiments import RunError, tables
 from experiments.sweep_plan import (
     Parameter,
     hparam_names,
@@ -313,20 +313,23 @@ def read_result(folder: RunDirectory) -> dict:
 
 
 def summary_table(sweep: Sweep) -> str:
-    """A markdown table of the trials, best objective first."""
+    """A markdown table of the trials, best objective first (trials without one last), ties in
+    the order of their swept values as numbers."""
     rows = sorted(
         sweep.trials(),
-        key=lambda t: -math.inf if t["objective"] is None else t["objective"],
-        reverse=True,
+        key=lambda t: (
+            math.inf if t["objective"] is None else -t["objective"],
+            *(tables.order(value) for value in t["values"].values()),
+        ),
     )
     lines = [
         "| trial | seeds finished | failed | final eval return (mean over seeds) |",
         "|---|---|---|---|",
     ]
     for t in rows:
-        objective = "n/a" if t["objective"] is None else f"{t['objective']:.4g}"
         lines.append(
-            f"| {t['trial']} | {t['finished']}/{t['runs']} | {t['failed']} | {objective} |"
+            f"| {t['trial']} | {t['finished']}/{t['runs']} | {t['failed']} | "
+            f"{tables.significant(t['objective'])} |"
         )
     return "\n".join(lines)
 

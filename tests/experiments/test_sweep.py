@@ -221,6 +221,24 @@ def test_defining_a_sweep_logs_nothing_of_the_probe_that_names_its_columns(tmp_p
     assert logging.getLogger("absl").level == logging.NOTSET  # its level as it was
 
 
+def test_the_summary_table_puts_the_best_first_and_ties_in_numeric_order(tmp_path):
+    rates = "optimizers.Adam.learning_rate=[0.001, 0.01, 0.0003, 0.1]"
+    definition = sweep.define([BANDIT], TINY, [rates], base_dir=str(tmp_path))
+    objectives = {"0.001": 0.5, "0.01": 0.93333, "0.0003": 0.5, "0.1": None}
+    for run in definition.runs:
+        objective = objectives[run["trial"].split("=")[1]]
+        run["status"] = "finished" if objective is not None else "failed"
+        run["result"] = {"final_eval_return": objective}
+    rows = sweep.summary_table(definition).splitlines()[2:]
+    assert [row.split(" | ")[0] for row in rows] == [
+        "| learning_rate=0.01",
+        "| learning_rate=0.0003",  # a tie at 0.5: 0.0003 before 0.001, as numbers
+        "| learning_rate=0.001",
+        "| learning_rate=0.1",  # failed: no objective, last
+    ]
+    assert rows[0].endswith("| 0.9333 |")  # four significant digits
+
+
 def test_bad_sweep_flags_and_another_sweeps_folder_are_one_paragraph_errors(grid, tmp_path):
     with pytest.raises(sweep.RunError, match="is not 'binding=values'"):
         sweep.define([BANDIT], [], ["learning_rate 0.1"], base_dir=str(tmp_path))

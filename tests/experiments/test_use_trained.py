@@ -347,7 +347,7 @@ def test_evaluate_prints_its_figures_records_and_logs_where_asked(runs, tmp_path
     )
     assert completed.returncode == 0, completed.stderr[-3000:]
     assert "+make_env.max_episode_steps = 30" in completed.stderr  # the changed line, said
-    assert "length: mean 30.0, std 0.0, min 30, max 30" in completed.stdout
+    assert "length: mean 30, std 0, min 30, max 30" in completed.stdout
     import imageio
 
     videos = sorted(os.listdir(video))
