@@ -79,12 +79,6 @@ class Run:
         return match.group(1) if match else None
 
 
-def _trial_of(name: str) -> str:
-    """A run folder's name without its seed (and the time stamp of a default run folder)."""
-    name = re.sub(r"_\d{8}-\d{6}(-\d+)?$", "", name)
-    return re.sub(r"_seed\d+(?=_|$)", "", name) or name
-
-
 def _seed_of(folder: "RunDirectory", config: str) -> int | None:
     """The seed its records name; else the config's (a folder without metadata.json)."""
     seed = folder.seed()
@@ -144,6 +138,7 @@ def load(paths: Sequence[str], finished_only: bool = True) -> tuple[list[Run], l
     import agents  # noqa: F401  (trial keys read defaults from the parts' signatures)
     import framework.runner  # noqa: F401
     from experiments.sweep_record import read_record
+    from framework.storage.trials import readable_name
 
     runs = []
     for path in paths:
@@ -159,10 +154,7 @@ def load(paths: Sequence[str], finished_only: bool = True) -> tuple[list[Run], l
                 if r["status"] == "finished" or not finished_only
             ]
         else:
-            entries = [
-                (folder, _trial_of(os.path.basename(folder)), None, {})
-                for folder in _run_folders(path)
-            ]
+            entries = [(folder, readable_name(folder), None, {}) for folder in _run_folders(path)]
         trial_runs = [_read_run(f, prefix + t, s, v) for f, t, s, v in entries if os.path.isdir(f)]
         runs += _in_trials(trial_runs)
     if not runs:
