@@ -33,7 +33,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from experiments import RunError
+from experiments import RunError, tables
 
 if TYPE_CHECKING:  # imported where used: reading a run needs TensorFlow
     from framework.storage.run_directory import RunDirectory
@@ -77,12 +77,6 @@ class Run:
     def env_id(self) -> str | None:
         match = re.search(r"^make_env\.env_id\s*=\s*['\"]([^'\"]+)['\"]", self.config, re.M)
         return match.group(1) if match else None
-
-
-def _trial_of(name: str) -> str:
-    """A run folder's name without its seed (and the time stamp of a default run folder)."""
-    name = re.sub(r"_\d{8}-\d{6}(-\d+)?$", "", name)
-    return re.sub(r"_seed\d+(?=_|$)", "", name) or name
 
 
 def _seed_of(folder: "RunDirectory", config: str) -> int | None:
@@ -138,9 +132,13 @@ def load(paths: Sequence[str], finished_only: bool = True) -> tuple[list[Run], l
     Runs of a sweep come with the values of its record; with `finished_only`, runs the record
     does not list as finished are left out.
     """
+    from framework import console
+
+    console.import_tensorflow()  # reading runs needs it: without its banners, as `train`
     import agents  # noqa: F401  (trial keys read defaults from the parts' signatures)
     import framework.runner  # noqa: F401
     from experiments.sweep_record import read_record
+    from framework.storage.trials import readable_name
 
     runs = []
     for path in paths:
@@ -156,10 +154,7 @@ def load(paths: Sequence[str], finished_only: bool = True) -> tuple[list[Run], l
                 if r["status"] == "finished" or not finished_only
             ]
         else:
-            entries = [
-                (folder, _trial_of(os.path.basename(folder)), None, {})
-                for folder in _run_folders(path)
-            ]
+            entries = [(folder, readable_name(folder), None, {}) for folder in _run_folders(path)]
         trial_runs = [_read_run(f, prefix + t, s, v) for f, t, s, v in entries if os.path.isdir(f)]
         runs += _in_trials(trial_runs)
     if not runs:
@@ -167,7 +162,15 @@ def load(paths: Sequence[str], finished_only: bool = True) -> tuple[list[Run], l
             f"No runs found under {', '.join(paths)}: a run folder has config.gin and "
             "TensorBoard event files; a sweep folder has sweep.json."
         )
-    return _newest_of_each_seed(runs)
+    runs, notes = _newest_of_each_seed(runs)
+    return sorted(runs, key=_table_order), notes
+
+
+def _table_order(run: Run) -> tuple:
+    """Trials by their swept values as numbers, then by name (its numbers by value); a trial's
+    runs by seed."""
+    values = tuple(tables.order(value) for value in run.values.values())
+    return values, tables.natural(run.trial), tables.order(run.seed)
 
 
 def _read_run(folder: str, name: str, seed: int | None, values: dict) -> Run:
@@ -361,13 +364,13 @@ _RUN_COLUMNS = {
 
 
 def markdown(trials, threshold: float | None) -> str:
-    """The trial table as markdown, intervals in brackets."""
-
-    def number(x) -> str:
-        return "n/a" if x is None or (isinstance(x, float) and not math.isfinite(x)) else f"{x:.4g}"
+    """The trial table as markdown, intervals in brackets, figures to four significant digits;
+    a trial with too few seeds for its intervals to mean much is marked, and the mark said."""
+    from experiments import statistics
 
     def interval(row, name) -> str:
-        return f"{number(row[name])} [{number(row[name + '_low'])}, {number(row[name + '_high'])}]"
+        point, low, high = (tables.significant(row[name + end]) for end in ("", "_low", "_high"))
+        return f"{point} [{low}, {high}]"
 
     swept = [c for c in trials.columns if c not in _TRIAL_COLUMNS]
     head = [
@@ -377,24 +380,43 @@ def markdown(trials, threshold: float | None) -> str:
         "final return: mean [95% CI]",
         "IQM [95% CI]",
         "AUC [95% CI]",
-        f"steps to {number(threshold)} (median, reached)",
+        f"steps to {tables.significant(threshold)} (median, reached)",
         "wall time (s)",
     ]
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for _, row in trials.iterrows():
+        few = row["seeds"] < statistics.FEW_SEEDS
+        steps = tables.significant(row["steps_to_threshold_median"])
         cells = [
             str(row["trial"]),
-            *[str(row[c]) for c in swept],
-            str(row["seeds"]),
+            *[tables.cell(row[c]) for c in swept],
+            f"{row['seeds']}{_TOO_FEW if few else ''}",
             interval(row, "final_mean"),
             interval(row, "final_iqm"),
             interval(row, "auc_mean"),
-            f"{number(row['steps_to_threshold_median'])} ({row['seeds_reaching_threshold']}"
-            f"/{row['seeds']})",
-            number(row["wall_time_s_mean"]),
+            f"{steps} ({row['seeds_reaching_threshold']}/{row['seeds']})",
+            tables.significant(row["wall_time_s_mean"]),
         ]
         lines.append("| " + " | ".join(cells) + " |")
+    if (trials["seeds"] < statistics.FEW_SEEDS).any():
+        lines += ["", too_few_seeds_note()]
     return "\n".join(lines)
+
+
+_TOO_FEW = " (too few)"
+
+
+def too_few_seeds_note() -> str:
+    """What a trial marked "too few" means (experiments/statistics.py, FEW_SEEDS)."""
+    from experiments import statistics
+
+    return (
+        f"Seeds marked{_TOO_FEW}: fewer than {statistics.FEW_SEEDS}, and a 95% bootstrap interval "
+        "over so few values holds the true value far less often than 95% of the time (over 1 "
+        "seed it is the value itself; over 2, their range, right half the time; over 4, about "
+        "78%). Read it as the range seen, not as confidence, or run "
+        f"{statistics.FEW_SEEDS} seeds or more."
+    )
 
 
 _TRIAL_COLUMNS = {
@@ -548,6 +570,8 @@ def analyze(
 ) -> Analysis:
     """Tables and plots for the runs under `paths`, written to `output_dir`."""
     require_analysis_extra()
+    from experiments import statistics
+
     runs, notes = load(paths)
     threshold = threshold if threshold is not None else default_threshold(runs)
     runs_frame = run_table(runs, threshold, tag)
@@ -577,6 +601,13 @@ def analyze(
                 f"are: {', '.join(trial_names)}."
             )
         comparison = (a, b, compare(runs_frame, a, b, reps, seed))
+        seeds = trials_frame.set_index("trial")["seeds"]
+        if min(seeds[a], seeds[b]) < statistics.FEW_SEEDS:
+            plural = "s" if seeds[b] != 1 else ""
+            notes.append(
+                f"P({b} > {a}) compares {seeds[b]} seed{plural} with {seeds[a]}: too few for "
+                "its interval to mean much (see the note below the table)."
+            )
         point, low, high = comparison[2]
         path = os.path.join(output_dir, "comparison.png")
         plot_learning_curves(
@@ -633,8 +664,6 @@ def main(argv: list[str]) -> None:
     if flag.compare and len(flag.compare) != 2:
         raise app.UsageError(f"--compare takes two trials A,B; got {flag.compare}.")
     try:
-        require_analysis_extra()  # before TensorFlow's 3 s import, which reading runs needs
-        quiet_tensorflow()
         result = analyze(
             argv[1:],
             flag.output_dir,
@@ -655,16 +684,6 @@ def main(argv: list[str]) -> None:
         a, b, (point, low, high) = result.comparison
         print(f"\nP({b} > {a}) on the final eval return: {point:.3f} [{low:.3f}, {high:.3f}]")
     print("\nWrote: " + ", ".join(result.files))
-
-
-def quiet_tensorflow() -> None:
-    """TensorFlow (read_scalars needs it) without its banners, where experiments.quiet exists."""
-    try:
-        from experiments import quiet
-    except ImportError:
-        os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-        return
-    quiet.import_tensorflow()
 
 
 def run_main() -> None:

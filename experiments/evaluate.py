@@ -21,6 +21,7 @@ quiet.import_tensorflow()
 from absl import app, flags  # noqa: E402
 
 import experiments  # noqa: E402
+from experiments import tables  # noqa: E402
 
 FLAGS = flags.FLAGS
 flags.DEFINE_string("checkpoint", "latest", "latest, best, or the environment step of one.")
@@ -54,40 +55,9 @@ def _render_mode() -> str | None:
     return None
 
 
-def _record(env, folder: str, prefix: str):
-    """`env` recording every episode into `folder` with gymnasium's RecordVideo."""
-    import gymnasium as gym
-
-    if os.path.exists(folder) and not os.path.isdir(folder):
-        raise experiments.RunError(
-            f"--video={folder} is a file; give a folder for the MP4 files (made if missing)."
-        )
-    try:
-        return gym.wrappers.RecordVideo(
-            env,
-            folder,
-            # Episode 0 is the evaluation's seeding reset, which plays no step.
-            episode_trigger=lambda episode: episode > 0,
-            name_prefix=prefix,
-            disable_logger=True,
-        )
-    except gym.error.DependencyNotInstalled as error:
-        raise experiments.RunError(
-            f"--video needs moviepy, which is not installed ({error}): install the video "
-            "extra, `pip install -e '.[video]'` (moviepy, and pygame to draw classic control)."
-        ) from None
-
-
-def _summary(values) -> str:
-    import numpy as np
-
-    low, high = min(values), max(values)
-    return f"mean {np.mean(values):.1f}, std {np.std(values):.1f}, min {low:g}, max {high:g}"
-
-
 def _describe(policy, run_dir: str) -> str:
     what = (
-        f"the best snapshot (eval return {policy.eval_return:.1f} when kept)"
+        f"the best snapshot (eval return {tables.significant(policy.eval_return)} when kept)"
         if policy.source == "best"
         else "its checkpoint"
     )
@@ -130,12 +100,19 @@ def main(argv: list[str]) -> None:
         raise app.UsageError("Give one run folder: python -m experiments.evaluate RUN_DIR")
     import gymnasium as gym
 
+    from experiments import videos
+
     run_dir = argv[1]
     try:
-        policy = experiments.load(run_dir, FLAGS.checkpoint, FLAGS.gin_bindings, _render_mode())
+        render_mode = _render_mode()
+        if FLAGS.video:
+            videos.check_folder(FLAGS.video)
+        policy = experiments.load(run_dir, FLAGS.checkpoint, FLAGS.gin_bindings, render_mode)
         try:
             if FLAGS.video:
-                policy.env = _record(policy.env, FLAGS.video, f"step{policy.step}")
+                episodes = policy.eval_episodes if FLAGS.episodes is None else FLAGS.episodes
+                prefix = f"step{policy.step}"
+                policy.env = videos.EpisodeVideos(policy.env, FLAGS.video, prefix, episodes)
             result = policy.evaluate(FLAGS.episodes, FLAGS.seed, FLAGS.explore)
         finally:
             policy.close()  # a video is written out here
@@ -146,8 +123,8 @@ def main(argv: list[str]) -> None:
         print(f"experiments.evaluate: error: {error}", file=sys.stderr)
         sys.exit(1)
     print(f"Evaluated {_describe(policy, run_dir)}.")
-    print(f"return: {_summary(result.returns)}")
-    print(f"length: {_summary(result.lengths)}")
+    print(f"return: {tables.summary(result.returns)}")
+    print(f"length: {tables.summary(result.lengths)}")
     if FLAGS.video:
         print(f"Videos: {os.path.abspath(FLAGS.video)}")
     if FLAGS.log:

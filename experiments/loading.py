@@ -51,7 +51,17 @@ def load(
     config that no longer builds, an environment whose spaces do not fit the agent).
 
     As `train`, it parses the run's config into gin's global config (clearing what was bound
-    before) and seeds the global generators with the run's seed."""
+    before) and seeds the global generators with the run's seed. TensorFlow, if this call
+    imports it, says nothing (as in `train`)."""
+    which = checkpoint_choice(checkpoint)
+    if not os.path.exists(run_dir):
+        raise RunError(
+            f"{run_dir!r} does not exist: give a run folder (the --base_dir of "
+            "`experiments.run`, printed when it starts, e.g. runs/dqn_cartpole_...)."
+        )
+    from framework import console
+
+    console.import_tensorflow()  # before the framework's modules import it: no C++ banner
     from framework import config
     from framework.parts import wrappers
     from framework.policy import Policy
@@ -59,7 +69,6 @@ def load(
     from framework.storage.checkpointing import CheckpointError, CheckpointMismatchError
     from framework.storage.run_directory import DamagedRecordError, RunDirectory
 
-    which = checkpoint_choice(checkpoint)
     folder = RunDirectory(run_dir)
     try:
         has_config = os.path.isdir(run_dir) and folder.read_config() is not None

@@ -199,8 +199,11 @@ def hparam_names(gin_files: Sequence[str], keys: Sequence[str]) -> dict[str, str
     """The name each swept binding has in the runs' own HParams sessions, asked of the code that
     names them (`framework.config.bound_hyperparameters`): the config is parsed with a probe value
     bound to the key, and the entry holding the probe is its name. A key that does not parse
-    (a typo: every run then fails with gin's message) keeps its own text."""
+    (a typo: every run then fails with gin's message) keeps its own text. The parse logs
+    nothing: the driver's first line named the probe ("... = '__sweep_probe__' (--gin_bindings)
+    overrides 0.001"), a value no run has."""
     import gin
+    from absl import logging
 
     import agents  # noqa: F401  (registers the agents' configurables)
     import framework.runner  # noqa: F401  (and the Runner's)
@@ -208,13 +211,18 @@ def hparam_names(gin_files: Sequence[str], keys: Sequence[str]) -> dict[str, str
 
     probe = "__sweep_probe__"
     names = {}
+    absl_logger = logging.get_absl_logger()
+    level = absl_logger.level  # NOTSET stays NOTSET: the process's own logging decides
     for key in keys:
         gin.clear_config()
+        logging.set_verbosity(logging.WARNING)  # an override of the key's value is the probe's
         try:
             config.parse(gin_files, [f"{key} = {probe!r}"])
             found = [n for n, v in config.bound_hyperparameters().items() if v == probe]
         except (ValueError, ImportError, TypeError):
             found = []
+        finally:
+            absl_logger.setLevel(level)
         names[key] = found[0] if len(found) == 1 else key
     gin.clear_config()
     return names

@@ -10,7 +10,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from experiments import RunError
+from experiments import RunError, tables
 from experiments.sweep_plan import (
     Parameter,
     hparam_names,
@@ -23,6 +23,7 @@ from experiments.sweep_plan import (
 from experiments.trial import STATUS_FAILED, STATUS_FINISHED, Task
 from framework.storage.atomic_files import atomic_write
 from framework.storage.run_directory import RunDirectory
+from framework.storage.summaries import TRIAL_COLUMN, hparam_value
 
 FORMAT_VERSION = 1
 RECORD = "sweep.json"
@@ -244,22 +245,26 @@ def _hparams_api():
 
 
 def _domain(domain: dict):
+    """A recorded domain as the dashboard's, its integers as the runs' sessions hold them: as
+    their digits (`summaries.hparam_value`)."""
     hp = _hparams_api()
     if domain["type"] == "real":
         return hp.RealInterval(domain["min"], domain["max"])
     if domain["type"] == "int":
-        return hp.IntInterval(domain["min"], domain["max"])
-    return hp.Discrete(domain["values"])
+        return hp.Discrete([str(value) for value in range(domain["min"], domain["max"] + 1)])
+    return hp.Discrete([hparam_value(value) for value in domain["values"]])
 
 
 def _columns(sweep: Sweep):
-    """The dashboard's columns for the whole sweep: the domain of every swept binding and the
-    metrics, declared in every run's folder before the run starts (SB3#1099: columns a first
-    run did not log vanish), and not in a folder of its own (TensorBoard would list it as a
-    run beside the training runs)."""
+    """The dashboard's columns for the whole sweep: its trials' names, the domain of every swept
+    binding and the metrics, declared in every run's folder before the run starts (SB3#1099:
+    columns a first run did not log vanish), and not in a folder of its own (TensorBoard would
+    list it as a run beside the training runs)."""
     hp = _hparams_api()
+    names = sorted({run["trial"] for run in sweep.runs}, key=tables.natural)
+    hparams = [hp.HParam(TRIAL_COLUMN, hp.Discrete(names))]
     # Named as every run's own HParams session names them (`bound_hyperparameters`).
-    hparams = [hp.HParam(p.hparam, _domain(p.domain())) for p in sweep.parameters]
+    hparams += [hp.HParam(p.hparam, _domain(p.domain())) for p in sweep.parameters]
     metrics = [hp.Metric(tag, display_name=name) for tag, name in METRICS]
     return hp.hparams_config_pb(hparams=hparams, metrics=metrics)
 
@@ -284,7 +289,9 @@ def write_run_result(sweep: Sweep, run: dict) -> None:
     results = [(0, _columns(sweep))]
     if not folder.logged_its_session():  # grouped as the run groups its own: by trial key
         group = run.get("trial_key") or run["trial"]  # no key if it never got to start
-        results.append((0, _hparams_api().hparams_pb(run["values"], trial_id=group)))
+        values = {TRIAL_COLUMN: run["trial"]}
+        values |= {name: hparam_value(value) for name, value in run["values"].items()}
+        results.append((0, _hparams_api().hparams_pb(values, trial_id=group)))
     failed = run["status"] == STATUS_FAILED
     for tag, value in (
         ("sweep/final_eval_return", result.get("final_eval_return")),
@@ -313,20 +320,23 @@ def read_result(folder: RunDirectory) -> dict:
 
 
 def summary_table(sweep: Sweep) -> str:
-    """A markdown table of the trials, best objective first."""
+    """A markdown table of the trials, best objective first (trials without one last), ties in
+    the order of their swept values as numbers."""
     rows = sorted(
         sweep.trials(),
-        key=lambda t: -math.inf if t["objective"] is None else t["objective"],
-        reverse=True,
+        key=lambda t: (
+            math.inf if t["objective"] is None else -t["objective"],
+            *(tables.order(value) for value in t["values"].values()),
+        ),
     )
     lines = [
         "| trial | seeds finished | failed | final eval return (mean over seeds) |",
         "|---|---|---|---|",
     ]
     for t in rows:
-        objective = "n/a" if t["objective"] is None else f"{t['objective']:.4g}"
         lines.append(
-            f"| {t['trial']} | {t['finished']}/{t['runs']} | {t['failed']} | {objective} |"
+            f"| {t['trial']} | {t['finished']}/{t['runs']} | {t['failed']} | "
+            f"{tables.significant(t['objective'])} |"
         )
     return "\n".join(lines)
 

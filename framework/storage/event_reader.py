@@ -1,14 +1,20 @@
-"""Reads a run's TensorBoard event files back into numbers (tests, benchmarks, analysis)."""
+"""Reads a run's TensorBoard event files back into numbers (tests, benchmarks, analysis).
+
+A script's first call may be one of these: TensorFlow is imported as `train()` imports it
+(`framework/console.py`), without its C++ start-up banner.
+"""
 
 import os
 import struct
 
 import numpy as np
-import tensorflow as tf
 from absl import logging
 from tensorboard.compat.proto import event_pb2
 
+from framework.console import import_tensorflow
 from framework.storage import file_names
+
+tf = import_tensorflow()
 
 _HEADER_BYTES, _FOOTER_BYTES = 12, 4  # TFRecord: length (8) + its CRC (4); data CRC (4)
 

@@ -292,7 +292,7 @@ class RunDirectory:
         for name, text in (texts or {}).items():
             writers.text(name, text)
         if hparams:
-            writers.hparams(hparams)
+            writers.hparams(hparams, trials.readable_name(self.base_dir))
         return writers
 
     def open_progress(self, resumed_step: int | None) -> progress_csv.ProgressTable:

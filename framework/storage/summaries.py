@@ -7,6 +7,7 @@ where that folder is, is the run folder's decision (`framework/storage/run_direc
 
 import dataclasses
 import itertools
+import numbers
 import os
 import socket
 import time
@@ -20,27 +21,42 @@ from tensorboard.plugins.hparams import api as hp
 from tensorboard.plugins.scalar import metadata as scalar_metadata
 from tensorboard.plugins.text import summary_v2 as text_summary
 
-from framework.storage import atomic_files, file_names
+from framework.storage import atomic_files, file_names, trials
 from framework.storage.event_reader import read_events
 
 _PENDING_SUFFIX = ".pending"  # no "tfevents" in the name: TensorBoard ignores it
 # A sweep's records in a run's folder (its HParams columns, the run's result): the sweep's to
 # write and replace, never merged into or set aside with the run's own event files.
 SWEEP_SUFFIX = ".sweep"
-# The HParams dashboard's metrics: the final and the best evaluation return.
-HPARAMS_METRICS = (
-    ("eval/episode_return", "final eval return"),
-    ("eval/best_episode_return", "best eval return"),
-)
+# The HParams column of the trial's readable name (`trials.readable_name`), beside the session
+# group's name, its key.
+TRIAL_COLUMN = "trial"
 
 
 @dataclasses.dataclass
 class HParamsSession:
-    """A run's entry in TensorBoard's HParams dashboard."""
+    """A run's entry in TensorBoard's HParams dashboard.
+
+    A run declares no columns: TensorBoard then makes one of each binding of the runs it shows,
+    typed by their values, marks those whose values differ between the runs and lists them
+    first (its dashboard shows the first five), with every scalar as a metric (the eval ones
+    first). A run's own declaration could not know the runs shown beside it: TensorBoard took
+    the first it found, one config's every binding, for a folder of unrelated runs. A sweep
+    declares its swept bindings' domains and its metrics for its runs (`sweep_record.py`).
+    """
 
     values: dict[str, bool | int | float | str]  # the hyperparameters the config binds
-    group: str  # the session group's name: the seeds of one trial share it
-    declare_columns: bool = True  # also write the dashboard's columns (a sweep does it once)
+    group: str  # the session group's name, the trial's key: the seeds of one trial share it
+    declare_columns: bool = True  # not read: runs declare no columns (see above)
+
+
+def hparam_value(value: bool | int | float | str) -> bool | float | str:
+    """A value as the HParams dashboard shows it: an integer as its digits ("64"), which
+    TensorBoard would keep as a float and print as 64.000 (it has no integer type); the rest as
+    itself."""
+    if isinstance(value, numbers.Integral) and not isinstance(value, bool):
+        return str(value)
+    return value
 
 
 class SummaryWriters:
@@ -85,16 +101,14 @@ class SummaryWriters:
     def text(self, name: str, text: str, step: int = 0) -> None:
         self._file.add(step, text_summary.text_pb(name, text))
 
-    def hparams(self, session: HParamsSession) -> None:
-        """The run's hyperparameters as an HParams session, with the eval returns (final and
-        best) as its metrics."""
-        if session.declare_columns:
-            config = hp.hparams_config_pb(
-                hparams=[hp.HParam(name) for name in sorted(session.values)],
-                metrics=[hp.Metric(tag, display_name=name) for tag, name in HPARAMS_METRICS],
-            )
-            self._file.add(0, config)
-        self._file.add(0, hp.hparams_pb(session.values, trial_id=session.group))
+    def hparams(self, session: HParamsSession, trial_name: str) -> None:
+        """The run's HParams session: its trial's readable name and its hyperparameters, but
+        for the seed and the cadences (not part of a trial: its seeds share one group)."""
+        values = {TRIAL_COLUMN: trial_name}
+        for name, value in sorted(session.values.items()):
+            if not trials.is_seed_or_cadence(name):
+                values[name] = hparam_value(value)
+        self._file.add(0, hp.hparams_pb(values, trial_id=session.group))
 
     def flush(self) -> None:
         self._write_pending()

@@ -16,6 +16,7 @@ keep their text.
 import dataclasses
 import hashlib
 import inspect
+import os
 import re
 
 import gin
@@ -62,6 +63,23 @@ def trial_of(operative_config: str) -> Trial:
         shown[config_sources.binding_name((scope, selector, parameter))] = value
     text = "\n".join(f"{name} = {value}" for name, value in sorted(canonical.items()))
     return Trial(hashlib.sha256(text.encode()).hexdigest()[:12], dict(sorted(shown.items())))
+
+
+def readable_name(folder: str) -> str:
+    """A trial's name for people, from one of its run folders: the folder's name without its
+    seed and the time stamp of a default folder (`runs/dqn_cartpole_seed3_20261125-120000-000001`
+    -> `dqn_cartpole`; a sweep's `lr=0.01_seed2` -> `lr=0.01`). The key names the trial for the
+    code: seeds of one trial in folders named otherwise share the key, not this."""
+    name = os.path.basename(os.path.normpath(folder))
+    name = re.sub(r"_\d{8}-\d{6}(-\d+)?$", "", name)
+    return re.sub(r"_seed\d+(?=_|$)", "", name) or name
+
+
+def is_seed_or_cadence(name: str) -> bool:
+    """Whether a binding named as `config.gin` names it (`scope/Runner.eval_interval`) is the
+    seed or a cadence: not part of what makes a trial."""
+    configurable, _, parameter = name.rpartition("/")[2].rpartition(".")
+    return (configurable.rsplit(".", 1)[-1], parameter) in SEED_AND_CADENCES
 
 
 def differences(trials: list[Trial]) -> list[str]:

@@ -151,11 +151,13 @@ def test_runs_are_trials_by_their_config_not_their_folders_and_a_seed_counts_onc
     assert set(trials.index) == {long, short}  # log_interval differs too, but is a cadence
     assert trials.loc[long, "seeds"] == 1 and trials.loc[short, "seeds"] == 2
     assert trials.loc[short, "final_mean"] == pytest.approx((20.0 + 40.0) / 2)
-    (note,) = result.notes
+    note, comparison = result.notes
     newest, older = (runs / f"dqn_cartpole_seed1_20261125-{t}-000001" for t in ("120000", "110500"))
     assert note == (
         f"Trial {short} holds 2 runs of seed 1: only the newest counts, {newest} (not {older})."
     )
+    # Two trials are compared (3000 steps first: numbers in names sort as numbers), on 1 seed.
+    assert comparison.startswith(f"P({long} > {short}) compares 1 seed with 2: too few for its")
     listing = analyze.membership(result.runs)
     assert f"{short} (2 runs): dqn_cartpole_seed0_20261125-110000-000001 (seed 0), " in listing
 
@@ -276,3 +278,54 @@ def test_the_command_line_without_pandas_says_which_extra_to_install(tmp_path):
     assert "no module named 'pandas'" in done.stderr
     assert "pip install -e '.[analysis]'" in done.stderr
     assert "Traceback" not in done.stderr
+
+
+def test_a_trial_interval_over_two_seeds_is_just_their_range():
+    # The resampled means of (1, 3) are 1, 2 and 3 with chances 1/4, 1/2, 1/4: the 2.5% and
+    # 97.5% percentiles are 1 and 3, an interval that holds the true mean half the time.
+    assert statistics.bootstrap_interval([1.0, 3.0], statistics.mean, 2000) == (2.0, 1.0, 3.0)
+
+
+def test_trials_sort_by_their_values_as_numbers_and_too_few_seeds_are_said(tmp_path):
+    # A random sweep's record: trial0 drew the largest rate, trial1 the smallest.
+    finals = {
+        ("trial0", 0.01): [0.5, 0.6],
+        ("trial1", 0.0003): [0.93, 0.96, 0.91, 0.97, 0.94],  # mean 0.942, reached by all
+        ("trial2", 0.001): [0.2, 0.4],
+    }
+    runs = []
+    for (trial, rate), values in finals.items():
+        for seed, final in enumerate(values):
+            name = f"{trial}_seed{seed}"
+            config = f"optimizers.Adam.learning_rate = {rate}\n"
+            curve = [(50_000, 0.1), (150_000, final)]
+            _write_run(tmp_path / "sweep" / name, seed, curve, [(150_000, 10.0)], config)
+            values_of = {"Adam.learning_rate": rate}
+            runs.append(
+                {"name": name, "trial": trial, "seed": seed, "values": values_of}
+                | {"status": "finished"}
+            )
+    (tmp_path / "sweep" / "sweep.json").write_text(json.dumps({"runs": runs}))
+    result = analyze.analyze(
+        [str(tmp_path / "sweep")],
+        str(tmp_path / "out"),
+        threshold=0.9,
+        compare_trials=["trial0", "trial2"],
+        reps=500,
+    )
+    assert list(result.trials_frame["trial"]) == ["trial1", "trial2", "trial0"]  # by rate
+    rows = result.table.splitlines()
+    assert [row.split(" | ")[:3] for row in rows[2:5]] == [
+        ["| trial1", "0.0003", "5"],
+        ["| trial2", "0.001", "2 (too few)"],
+        ["| trial0", "0.01", "2 (too few)"],
+    ]
+    # Four significant digits: the mean beside returns of 0.91..0.97, not 0.9; the median
+    # step to 0.9 and the wall time (150000 steps at 10 steps/s) in plain digits.
+    assert rows[2].split(" | ")[3].startswith("0.942 [")
+    assert rows[2].split(" | ")[6:] == ["150000 (5/5)", "15000 |"]
+    assert rows[5:] == ["", analyze.too_few_seeds_note()]
+    assert "fewer than 5" in rows[6]
+    (note,) = result.notes
+    assert note.startswith("P(trial2 > trial0) compares 2 seeds with 2: too few")
+    assert analyze.membership(result.runs).splitlines()[0].startswith("trial1 (5 runs)")

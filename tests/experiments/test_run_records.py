@@ -9,7 +9,7 @@ import shlex
 import subprocess
 
 import pytest
-from tensorboard.plugins.hparams import plugin_data_pb2
+from tensorboard.plugins.hparams import api_pb2, plugin_data_pb2
 
 import experiments
 from framework.storage.event_reader import read_events, read_scalars
@@ -30,30 +30,56 @@ def _hparams_records(base_dir) -> list[plugin_data_pb2.HParamsPluginData]:
     return records
 
 
-def test_hparams_group_the_seeds_of_one_trial_list_bound_values_and_eval_metrics(tmp_path):
-    runs = {"a": (1, 0.01), "b": (2, 0.01), "c": (1, 0.003)}  # a and b: one trial, two seeds
-    for name, (seed, rate) in runs.items():
-        experiments.train(
-            BANDIT, [*SHORT, f"optimizers.Adam.learning_rate = {rate}"], str(tmp_path / name), seed
-        )
+def _tensorboard_experiment(logdir) -> api_pb2.Experiment:
+    """The HParams dashboard's columns as TensorBoard computes them for `logdir` (its plugin's
+    own GetExperiment, in this process)."""
+    from tensorboard import context
+    from tensorboard.backend.event_processing import data_provider
+    from tensorboard.backend.event_processing import plugin_event_multiplexer as multiplexer
+    from tensorboard.plugins import base_plugin
+    from tensorboard.plugins.hparams import get_experiment, hparams_plugin
+
+    events = multiplexer.EventMultiplexer()
+    events.AddRunsFromDirectory(str(logdir))
+    events.Reload()
+    provider = data_provider.MultiplexerDataProvider(events, str(logdir))
+    plugin = hparams_plugin.HParamsPlugin(
+        base_plugin.TBContext(logdir=str(logdir), multiplexer=events, data_provider=provider)
+    )
+    request = api_pb2.GetExperimentRequest()
+    return get_experiment.Handler(context.RequestContext(), plugin._context, "", request).run()
+
+
+def test_hparams_group_the_seeds_of_a_trial_name_it_and_show_what_differs_first(tmp_path):
+    runs = {  # a and b: one trial, two seeds; c another rate; d no baseline, another cadence
+        "a": (1, 0.01, []),
+        "b": (2, 0.01, []),
+        "c": (1, 0.003, []),
+        "d_seed4_20261125-120000-000001": (
+            4,
+            0.01,
+            ["ReinforceAgent.use_baseline = False", "Runner.log_interval = 50"],
+        ),
+    }
+    for name, (seed, rate, bindings) in runs.items():
+        rate_binding = f"optimizers.Adam.learning_rate = {rate}"
+        experiments.train(BANDIT, [*SHORT, rate_binding, *bindings], str(tmp_path / name), seed)
     groups = {}
-    for name, (_, rate) in runs.items():
+    for name, (_, rate, _) in runs.items():
         records = _hparams_records(tmp_path / name)
-        (experiment,) = [r.experiment for r in records if r.HasField("experiment")]
+        assert not [r for r in records if r.HasField("experiment")]  # TensorBoard makes them
         (session,) = [r.session_start_info for r in records if r.HasField("session_start_info")]
         groups[name] = session.group_name
         hparams = dict(session.hparams)
+        assert hparams["trial"].string_value == name.split("_seed")[0]  # the folder's, readable
         assert hparams["Adam.learning_rate"].number_value == pytest.approx(rate)
         assert hparams["MultiArmedBanditEnv.stds"].number_value == 0.5
         assert hparams["Runner.agent"].string_value == "@ReinforceAgent"
-        # Only what the config binds: no Keras defaults such as Adam.beta_1, and not the seed.
+        assert hparams["Runner.num_steps"].string_value == "200"  # an integer, not 200.000
+        # Only what the config binds: no Keras defaults such as Adam.beta_1, not the seed, and
+        # not the cadences (which no more make a trial than the seed does).
         assert "Adam.beta_1" not in hparams and "Runner.seed" not in hparams
-        assert {info.name.tag for info in experiment.metric_infos} == {
-            "eval/episode_return",
-            "eval/best_episode_return",
-        }
-        assert {info.name.group for info in experiment.metric_infos} == {""}  # this run's own
-        assert {info.name for info in experiment.hparam_infos} == set(hparams)
+        assert "Runner.eval_interval" not in hparams and "Runner.log_interval" not in hparams
         evals = read_scalars(tmp_path / name)
         best = evals["eval/best_episode_return"]
         returns = [value for _, value in evals["eval/episode_return"]]
@@ -66,6 +92,24 @@ def test_hparams_group_the_seeds_of_one_trial_list_bound_values_and_eval_metrics
         groups["a"]
         == json.loads((tmp_path / "a" / "metadata.json").read_text())["starts"][0]["trial"]
     )
+    # The columns, as TensorBoard makes them for these four runs: the bindings whose values
+    # differ between them first (its dashboard shows the first five), then the others; the
+    # log interval d changed is a cadence, not among them.
+    experiment = _tensorboard_experiment(tmp_path)
+    columns = [(info.name, info.differs) for info in experiment.hparam_infos]
+    differing = ["Adam.learning_rate", "ReinforceAgent.use_baseline", "trial"]
+    assert columns[:3] == [(name, True) for name in differing]
+    assert not [name for name, differs in columns[3:] if differs]
+    types = {info.name: info.type for info in experiment.hparam_infos}
+    assert types["Adam.learning_rate"] == api_pb2.DATA_TYPE_FLOAT64  # filtered as an interval
+    assert types["Runner.num_steps"] == api_pb2.DATA_TYPE_STRING  # shown as 200
+    metrics = [info.name.tag for info in experiment.metric_infos]
+    assert metrics[:4] == [  # the first the dashboard shows
+        "eval/best_episode_return",
+        "eval/episode_length",
+        "eval/episode_return",
+        "eval/episode_return_std",
+    ]
 
 
 def test_a_staircase_in_environment_steps_changes_the_rate_at_those_steps(tmp_path):

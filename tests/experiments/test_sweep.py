@@ -18,7 +18,7 @@ import numpy as np
 import pytest
 from tensorboard.plugins.hparams import plugin_data_pb2
 
-from experiments import analyze, sweep
+from experiments import analyze, sweep, sweep_record
 from framework.storage.checkpointing import complete_steps
 from framework.storage.event_reader import read_events, read_scalars
 from tests.experiments import cli
@@ -101,7 +101,12 @@ def test_the_sweep_declares_its_hparams_domains_and_each_run_its_values(grid):
     ]
     assert len(declared) == len(grid.runs) and all(e == declared[0] for e in declared)
     experiment = declared[0]
-    (info,) = experiment.hparam_infos
+    trial, info = experiment.hparam_infos
+    assert trial.name == "trial"  # its trials' names, as the runs' folders have them
+    assert [v.string_value for v in trial.domain_discrete.values] == [
+        "learning_rate=0.001",
+        "learning_rate=0.01",
+    ]
     assert info.name == "Adam.learning_rate"  # the name the runs' own sessions use
     assert sorted(v.number_value for v in info.domain_discrete.values) == [0.001, 0.01]
     metrics = [m.name.tag for m in experiment.metric_infos]
@@ -118,6 +123,7 @@ def test_the_sweep_declares_its_hparams_domains_and_each_run_its_values(grid):
         assert start.session_start_info.group_name == run["trial_key"]
         value = start.session_start_info.hparams["Adam.learning_rate"].number_value
         assert value == run["values"]["Adam.learning_rate"]
+        assert start.session_start_info.hparams["trial"].string_value == run["trial"]
         scalars = read_scalars(folder)
         assert scalars["sweep/failed"] == [(200, 0.0)]
         assert scalars["sweep/final_eval_return"][0][1] == pytest.approx(
@@ -185,7 +191,7 @@ def test_a_failing_trial_is_recorded_and_only_it_runs_again(tmp_path):
     assert np.isnan(scalars["sweep/final_eval_return"][0][1])
     hparams = _hparams(os.path.join(definition.folder(failed), "*tfevents*"))
     (start,) = [h for h in hparams if h.HasField("session_start_info")]
-    assert start.session_start_info.hparams["Runner.eval_episodes"].number_value == -1
+    assert start.session_start_info.hparams["Runner.eval_episodes"].string_value == "-1"  # an int
 
     again = sweep.define([BANDIT], TINY, [bad], seeds=1, base_dir=str(tmp_path))
     _, out = _run(again, parallel=2)
@@ -211,6 +217,40 @@ def test_a_random_sweep_draws_the_same_trials_each_time(tmp_path):
     domains = {p.hparam: p.domain() for p in first.parameters}
     assert domains["Adam.learning_rate"] == {"type": "real", "min": 1e-4, "max": 1e-2}
     assert domains["Runner.eval_episodes"] == {"type": "int", "min": 2, "max": 5}
+    # On the dashboard, integers as the runs' sessions hold them: as their digits.
+    (summary,) = sweep_record._columns(first).value
+    content = summary.metadata.plugin_data.content
+    experiment = plugin_data_pb2.HParamsPluginData.FromString(content).experiment
+    declared = {info.name: info for info in experiment.hparam_infos}
+    episodes = declared["Runner.eval_episodes"].domain_discrete.values
+    assert [value.string_value for value in episodes] == ["2", "3", "4", "5"]
+    assert declared["Adam.learning_rate"].domain_interval.min_value == 1e-4
+
+
+def test_defining_a_sweep_logs_nothing_of_the_probe_that_names_its_columns(tmp_path, caplog):
+    caplog.set_level(logging.INFO)
+    definition = sweep.define([BANDIT], TINY, [LEARNING_RATES], base_dir=str(tmp_path))
+    assert definition.parameters[0].hparam == "Adam.learning_rate"  # still asked of the config
+    assert "__sweep_probe__" not in caplog.text
+    assert logging.getLogger("absl").level == logging.NOTSET  # its level as it was
+
+
+def test_the_summary_table_puts_the_best_first_and_ties_in_numeric_order(tmp_path):
+    rates = "optimizers.Adam.learning_rate=[0.001, 0.01, 0.0003, 0.1]"
+    definition = sweep.define([BANDIT], TINY, [rates], base_dir=str(tmp_path))
+    objectives = {"0.001": 0.5, "0.01": 0.93333, "0.0003": 0.5, "0.1": None}
+    for run in definition.runs:
+        objective = objectives[run["trial"].split("=")[1]]
+        run["status"] = "finished" if objective is not None else "failed"
+        run["result"] = {"final_eval_return": objective}
+    rows = sweep.summary_table(definition).splitlines()[2:]
+    assert [row.split(" | ")[0] for row in rows] == [
+        "| learning_rate=0.01",
+        "| learning_rate=0.0003",  # a tie at 0.5: 0.0003 before 0.001, as numbers
+        "| learning_rate=0.001",
+        "| learning_rate=0.1",  # failed: no objective, last
+    ]
+    assert rows[0].endswith("| 0.9333 |")  # four significant digits
 
 
 def test_bad_sweep_flags_and_another_sweeps_folder_are_one_paragraph_errors(grid, tmp_path):

@@ -347,7 +347,7 @@ def test_evaluate_prints_its_figures_records_and_logs_where_asked(runs, tmp_path
     )
     assert completed.returncode == 0, completed.stderr[-3000:]
     assert "+make_env.max_episode_steps = 30" in completed.stderr  # the changed line, said
-    assert "length: mean 30.0, std 0.0, min 30, max 30" in completed.stdout
+    assert "length: mean 30, std 0, min 30, max 30" in completed.stdout
     import imageio
 
     videos = sorted(os.listdir(video))
@@ -379,6 +379,102 @@ def test_a_pong_video_shows_the_emulator_frames(runs, tmp_path):
     assert frame.shape[:2] == (224, 160) or frame.shape[:2] == (210, 160)
     assert frame.std() > 10  # a colour screen, not a blank
     assert reader.count_frames() == result.lengths[0] + 1
+
+
+@pytest.fixture(scope="module")
+def bandit_run(tmp_path_factory) -> str:
+    """A run of a few seconds, for what needs a run but not the module's trained ones."""
+    folder = str(tmp_path_factory.mktemp("bandit"))
+    bindings = ["Runner.num_steps = 200", "Runner.eval_interval = 100", "Runner.eval_episodes = 2"]
+    experiments.train(["gin_configs/reinforce/bandit.gin"], bindings, folder, verbose=False)
+    return folder
+
+
+@pytest.mark.process
+@pytest.mark.parametrize(
+    ("first_call", "printed"),
+    [
+        (
+            "import experiments\npolicy = experiments.load(RUN)\nprint(policy.step)\n"
+            "policy.close()",
+            "200",
+        ),
+        (
+            "from framework.storage.event_reader import read_scalars\n"
+            "print([step for step, _ in read_scalars(RUN)['eval/episode_return']])",
+            "[100, 200]",
+        ),
+    ],
+    ids=["load", "read_scalars"],
+)
+def test_a_script_whose_first_call_reads_a_run_prints_nothing_of_tensorflow(
+    bandit_run, first_call, printed
+):
+    # As a user's script: without the tests' TF_CPP_MIN_LOG_LEVEL (TF's C++ start-up lines
+    # ignore it anyway: they are written before its logging starts).
+    environment = {k: v for k, v in os.environ.items() if k != "TF_CPP_MIN_LOG_LEVEL"}
+    completed = subprocess.run(
+        [sys.executable, "-c", f"RUN = {bandit_run!r}\n{first_call}"],
+        cwd=cli.REPO_ROOT,
+        env=environment,
+        capture_output=True,
+        text=True,
+        timeout=240,
+    )
+    assert completed.returncode == 0, completed.stderr[-3000:]
+    assert completed.stdout == printed + "\n"
+    assert completed.stderr == ""
+
+
+@pytest.mark.process
+def test_evaluate_on_a_path_that_does_not_exist_says_so_in_one_line(tmp_path):
+    completed = _evaluate(str(tmp_path / "runs" / "missing"))
+    assert completed.returncode == 1
+    assert completed.stderr == (
+        f"experiments.evaluate: error: '{tmp_path / 'runs' / 'missing'}' does not exist: give a "
+        "run folder (the --base_dir of `experiments.run`, printed when it starts, e.g. "
+        "runs/dqn_cartpole_...).\n"
+    )
+
+
+@pytest.mark.process
+@pytest.mark.parametrize("where", ["under a file", "a read-only folder"])
+def test_a_video_folder_that_cannot_be_written_is_said_before_anything_runs(
+    bandit_run, tmp_path, where
+):
+    if where == "under a file":
+        (tmp_path / "notes.txt").write_text("mine")
+        video, reason = tmp_path / "notes.txt" / "videos", "Not a directory"
+    else:
+        if os.geteuid() == 0:
+            pytest.skip("root writes into a read-only folder")
+        video, reason = tmp_path / "read-only", "Permission denied"
+        video.mkdir(mode=0o500)
+    completed = _evaluate(bandit_run, f"--video={video}")
+    assert completed.returncode == 1
+    (line,) = completed.stderr.splitlines()
+    assert line.startswith(f"experiments.evaluate: error: --video={video} cannot hold the videos: ")
+    assert reason in line and line.endswith("; nothing was evaluated.")
+    assert completed.stdout == ""
+
+
+def test_videos_are_named_so_that_they_sort_in_episode_order(tmp_path, monkeypatch):
+    pytest.importorskip("moviepy")
+    monkeypatch.setenv("SDL_VIDEODRIVER", "dummy")  # pygame draws CartPole off screen
+    from experiments import videos
+
+    env = gym.make("CartPole-v1", render_mode="rgb_array", max_episode_steps=2)
+    recorded = videos.EpisodeVideos(env, str(tmp_path), "step100", episodes=10)
+    recorded.reset(seed=0)  # the evaluation's seeding reset: episode 0, not recorded
+    for _ in range(10):
+        recorded.reset()
+        done = False
+        while not done:
+            _, _, terminated, truncated, _ = recorded.step(0)
+            done = terminated or truncated
+    recorded.close()
+    names = os.listdir(tmp_path)
+    assert sorted(names) == [f"step100-episode-{episode:02d}.mp4" for episode in range(1, 11)]
 
 
 def _damaged_copy(run: str, tmp_path) -> str:
