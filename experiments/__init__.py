@@ -73,7 +73,6 @@ class PreparedRun:
     runner: "Runner"
     folder: "RunDirectory"  # handed to the runner
     command: str  # the shell command that trains the same config and seed again
-    declare_hparams: bool = True  # declare the HParams dashboard's columns (sweeps: once)
     start_afresh: bool = False  # set aside checkpoints the folder lost track of; train anew
 
 
@@ -83,7 +82,6 @@ def build(
     base_dir: str | None = None,
     seed: int | None = None,
     strict: bool = False,
-    declare_hparams: bool = True,
     start_afresh: bool = False,
     callbacks: Sequence["Callback"] = (),
 ) -> PreparedRun:
@@ -133,7 +131,7 @@ def build(
             "spelling and scope, or remove them."
         )
     command = config.command_line(gin_files, bindings, base_dir, seed)
-    return PreparedRun(runner, folder, command, declare_hparams, start_afresh)
+    return PreparedRun(runner, folder, command, start_afresh)
 
 
 def _check_arguments(gin_files: object, bindings: object, base_dir: object) -> None:
@@ -199,7 +197,6 @@ def train(
     base_dir: str | None = None,
     seed: int | None = None,
     strict: bool = False,
-    declare_hparams: bool = True,
     start_afresh: bool = False,
     verbose: bool = True,
     callbacks: Sequence["Callback"] = (),
@@ -207,8 +204,7 @@ def train(
     """Trains a config into `base_dir` (a fresh folder under runs/ by default), resuming from
     its newest complete checkpoint if it has one. Raises RunError on bad input or a failed run.
 
-    `declare_hparams=False` leaves the HParams dashboard's columns to the caller (a sweep
-    declares them once for all its trials). `start_afresh` trains a folder whose records show
+    `start_afresh` trains a folder whose records show
     checkpoints it no longer has from step 0 again, or one whose run had another seed, agent
     or environment, setting what is left aside. It logs what the command line does (its run
     folder, evaluations, progress, the closing summary) in the same lines; `verbose=False`
@@ -224,7 +220,6 @@ def train(
                 base_dir,
                 seed,
                 strict,
-                declare_hparams,
                 start_afresh,
                 callbacks,
             )
@@ -306,7 +301,6 @@ def train_prepared(prepared: PreparedRun) -> TrainResult:
             hparams = HParamsSession(
                 config.bound_hyperparameters(),
                 trial.key,  # the session group: the seeds of one trial, and nothing else
-                prepared.declare_hparams,
             )
             # A second signal while the workers finish (the checkpoint is saved) waits too.
             with REQUESTS.stopping(runner):

@@ -52,7 +52,6 @@ def run(task: Task) -> dict:
             task.base_dir,
             task.seed,
             task.strict,
-            declare_hparams=False,  # the sweep declares the dashboard's columns once
         )
     except experiments.RunStopped as stop:  # SIGTERM/SIGINT: checkpointed, to be resumed
         return {"status": STATUS_INTERRUPTED, "error": _paragraph(str(stop))}

@@ -47,7 +47,6 @@ class HParamsSession:
 
     values: dict[str, bool | int | float | str]  # the hyperparameters the config binds
     group: str  # the session group's name, the trial's key: the seeds of one trial share it
-    declare_columns: bool = True  # not read: runs declare no columns (see above)
 
 
 def hparam_value(value: bool | int | float | str) -> bool | float | str:
