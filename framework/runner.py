@@ -414,6 +414,8 @@ class Runner:
                 self.state.env_steps,
             )
             return self.eval_returns
+        for note in self.agent.follow_run(self.num_steps):  # after the restore: it keeps its own
+            logging.info("%s", note)
         schedules = self.agent.schedules()
         for schedule in schedules:
             logging.info("Schedule of the %s.", schedule)
