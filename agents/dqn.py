@@ -40,6 +40,7 @@ from framework.parts.losses import TDHuberLoss
 from framework.parts.network_fit import check_network, q_outputs
 from framework.parts.replay import UniformReplay
 from framework.parts.replay_schedule import ReplaySchedule
+from framework.parts.run_length import RunLengthSchedule
 from framework.parts.target_updaters import HardUpdate, TargetUpdater
 from framework.parts.targets import QLearningTarget
 from framework.validation import (
@@ -135,6 +136,15 @@ class DQNAgent(ReplayAgent):
 
     def exploration_metrics(self) -> dict[str, float]:
         return {"epsilon": self.epsilon(self.steps)}
+
+    def named_schedules(self) -> dict[str, RunLengthSchedule]:
+        """The learner's, epsilon's and a prioritized replay's beta (those that may span the
+        run: a generic epsilon callable has no length)."""
+        beta = getattr(self.replay, "beta", None)  # a prioritized replay's
+        parts = {"epsilon (train/epsilon)": self.epsilon, "prioritized replay's beta": beta}
+        return super().named_schedules() | {
+            name: part for name, part in parts.items() if isinstance(part, RunLengthSchedule)
+        }
 
     def _loss(self, batch):
         # Q-values [B, A], or a categorical network's logits [B, A, Z]: the taken action's

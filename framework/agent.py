@@ -4,14 +4,15 @@ An agent is batched over the N sub-environments of a vector environment: it acts
 observations at once and observes the N transitions of one vector step. Its update returns
 metrics (logged, never read by the loop) and a typed `Health` record (read by the loop to stop
 or count non-finite updates). Everything it must keep across a restart is one nested `state()`
-dict, given back to `load_state` after a checkpoint restore.
+dict, given back to `load_state` after a checkpoint restore. Its schedules may span the run:
+the runner gives it the run's length before training (`follow_run`).
 """
 
 import abc
 import dataclasses
 import types
 from collections.abc import Mapping, Sequence
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, Protocol
 
 import gymnasium as gym
 import numpy as np
@@ -71,6 +72,20 @@ class VectorStep(NamedTuple):
         return len(self.reward)
 
 
+class RunSchedule(Protocol):
+    """A schedule an agent follows over the run (`Agent.named_schedules`), whose length, left
+    None, is the run's (`framework/parts/run_length.py`)."""
+
+    length_name: str  # what the config calls its length ("duration")
+    follows_run: bool  # its length was left None
+    counts_environment_steps: bool  # its length counts what Runner.num_steps counts
+    length: int | None  # its own, or the run's once given
+
+    def set_run_length(self, num_steps: int) -> None: ...
+
+    def describe(self) -> str: ...
+
+
 class Agent(abc.ABC):
     """Acts, observes and updates itself; owns its generators, networks, learner and replay.
 
@@ -83,6 +98,8 @@ class Agent(abc.ABC):
         self.action_space = action_space
         self.rng = np.random.default_rng(seed)
         self.eval_rng = np.random.default_rng(seed)
+        # The length the schedules that follow the run span: the first start's num_steps.
+        self.run_length: int | None = None
 
     @abc.abstractmethod
     def act(self, observations: np.ndarray, explore: bool) -> np.ndarray:
@@ -105,14 +122,21 @@ class Agent(abc.ABC):
         `env_steps` is the run's count of environment steps (learning-rate schedules read it)."""
 
     def state(self) -> State:
-        """Everything a restart needs; subclasses extend this dict with theirs."""
-        return {"rng": self.rng.bit_generator.state}
+        """Everything a restart needs; subclasses extend this dict with theirs. The run's length
+        where a schedule follows it (only there: the checkpoints of other configs keep their
+        structure)."""
+        state = {"rng": self.rng.bit_generator.state}
+        if any(schedule.follows_run for schedule in self.named_schedules().values()):
+            state["run_length"] = self.run_length
+        return state
 
     def load_state(self, state: State) -> None:
         """Takes back what `state()` gave, after its trackables were restored in place (the
         checkpoint store has put each learner's configured learning rates back); refreshes
         anything derived from them (acting copies)."""
         self.rng.bit_generator.state = state["rng"]
+        if state.get("run_length") is not None:
+            self._set_run_length(state["run_length"])
 
     @abc.abstractmethod
     def interrupt_episodes(self) -> None:
@@ -147,11 +171,50 @@ class Agent(abc.ABC):
         del observation
         return {}
 
-    def schedules(self) -> list[str]:
-        """One line per learning-rate schedule the agent follows, for the run's log: its
-        `learner`'s, if it has one (override for several learners)."""
+    def named_schedules(self) -> dict[str, RunSchedule]:
+        """The schedules the agent follows, by what follows each: its `learner`'s learning
+        rates and loss schedules, if it has one; an agent adds its own (DQN's epsilon)."""
         learner = getattr(self, "learner", None)
-        return learner.schedules() if learner is not None else []
+        return learner.named_schedules() if learner is not None else {}
+
+    def schedules(self) -> list[str]:
+        """One line per schedule, for the run's log: what follows it, and the schedule."""
+        schedules = self.named_schedules().items()
+        return [f"{name}: {schedule.describe()}" for name, schedule in schedules]
+
+    def follow_run(self, num_steps: int) -> list[str]:
+        """Before training: the schedules whose length was left None span the run, as long as
+        its first start's `Runner.num_steps`: `num_steps`, unless a checkpoint brought back an
+        earlier one (a resume that trains longer continues the same schedules, exactly).
+        Returns what the log says: that a resume kept them, and where a schedule's own length
+        is not the run's."""
+        schedules = self.named_schedules()
+        following = [name for name, schedule in schedules.items() if schedule.follows_run]
+        notes = []
+        if following and self.run_length is None:
+            self._set_run_length(num_steps)
+        elif following and self.run_length != num_steps:
+            notes.append(
+                f"The schedules of the {' and '.join(following)} keep the run's length as its "
+                f"first start had it: they end at environment step {self.run_length} (the "
+                "checkpoint holds it, so that the resume continues them exactly), and "
+                f"Runner.num_steps is {num_steps} now."
+            )
+        notes += [
+            f"Schedule of the {name}: its {type(schedule).__name__}.{schedule.length_name} is "
+            f"{schedule.length} environment steps, and the run is {num_steps} steps long "
+            f"(Runner.num_steps; {schedule.length_name} = None would span the run)."
+            for name, schedule in schedules.items()
+            if not schedule.follows_run
+            and schedule.counts_environment_steps
+            and schedule.length != num_steps
+        ]
+        return notes
+
+    def _set_run_length(self, num_steps: int) -> None:
+        self.run_length = num_steps
+        for schedule in self.named_schedules().values():
+            schedule.set_run_length(num_steps)  # ignored by one with a length of its own
 
     def histogram_variables(self) -> dict[str, Any]:
         """Variables to log as weight histograms, by name."""

@@ -123,7 +123,7 @@ class Learner(tf.Module):
         step batches.
       schedules: schedules that the losses read, by the metric that logs their value (PPO's
         `{"clip_range": ...}`), beside the optimizers': the learner sets their
-        environment-step counters before each call, and names them in `schedules()`.
+        environment-step counters before each call, and names them in `named_schedules()`.
       per_sample: gather the losses' per-sample extras (keys under `PER_SAMPLE`, shape [batch])
         of every step into `per_sample` after each `run`, as [steps, batch] arrays: what a
         prioritized replay writes back (`GatherPerSample`). Off, they are never computed past
@@ -372,18 +372,18 @@ class Learner(tf.Module):
         for counter in counters:
             counter.assign(environment_steps)
 
-    def schedules(self) -> list[str]:
-        """One line per schedule, the groups' learning rates and the losses', for the log: what
-        follows it (and its TensorBoard tag), and the schedule."""
-        rates = [
-            f"learning rate (train/{group.prefix}learning_rate): {schedule.describe()}"
+    def named_schedules(self) -> dict[str, optimizers.Schedule]:
+        """The groups' learning-rate schedules and the losses', by what follows each (and its
+        TensorBoard tag)."""
+        rates = {
+            f"learning rate (train/{group.prefix}learning_rate)": schedule
             for group, schedule in zip(self.groups, self._schedules, strict=True)
             if schedule is not None
-        ]
-        return rates + [
-            f"{name.replace('_', ' ')} (train/{name}): {schedule.describe()}"
+        }
+        return rates | {
+            f"{name.replace('_', ' ')} (train/{name})": schedule
             for name, schedule in self._loss_schedules.items()
-        ]
+        }
 
     def restored(self) -> None:
         """After a checkpoint restore: each configured learning rate wins over the saved."""

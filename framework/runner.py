@@ -502,6 +502,8 @@ class Runner:
                 self.state.env_steps,
             )
             return self.eval_returns
+        for note in self.agent.follow_run(self.num_steps):  # after the restore: it keeps its own
+            logging.info("%s", note)
         if self._hooks and self._start_hooks():
             return self.eval_returns
         schedules = self.agent.schedules()

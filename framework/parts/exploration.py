@@ -14,7 +14,8 @@ from collections.abc import Callable
 import gin
 import numpy as np
 
-from framework.validation import require_non_negative_number, require_positive
+from framework.parts.run_length import RunLengthSchedule
+from framework.validation import require_non_negative_number
 
 
 def softmax(logits: np.ndarray) -> np.ndarray:
@@ -53,35 +54,50 @@ def q_value_diagnostics(q_values: np.ndarray) -> dict[str, float]:
 
 
 @gin.configurable
-@dataclasses.dataclass(frozen=True)
-class LinearSchedule:
-    """Linear interpolation from `start` to `end` over `duration` steps, then constant.
+@dataclasses.dataclass
+class LinearSchedule(RunLengthSchedule):
+    """Linear interpolation from `start` to `end` over `duration` steps, then constant;
+    `duration` None: the run's length (PER's beta, 0.4 to 1 over the run).
 
-    A pure function of the step, so resuming at a step resumes the schedule with it.
+    A pure function of the step (once the run's length is given), so resuming at a step resumes
+    the schedule with it.
     """
 
     start: float = 1.0
     end: float = 0.05
-    duration: int = 10_000
+    duration: int | None = 10_000
 
     def __post_init__(self):
-        require_positive(self, duration=self.duration)
+        self.check_length()
 
     def __call__(self, step: int) -> float:
-        fraction = min(max(step, 0) / self.duration, 1.0)
+        fraction = min(max(step, 0) / self.required_length(), 1.0)
         return self.start + fraction * (self.end - self.start)
+
+    def describe(self) -> str:
+        """One line for the log: its values and what it counts."""
+        values = f"start={self.start}, end={self.end}, duration={self.duration}"
+        return f"LinearSchedule({values}) counting environment steps{self.describe_length()}"
+
+
+def bounding_values(schedule: Callable[[int], float]) -> list[tuple[str, float]]:
+    """(where, value) pairs between which a schedule's values lie, for a range check: a
+    LinearSchedule's ends (whatever its length, even a run's not given yet), another's first
+    value and one far on."""
+    if isinstance(schedule, LinearSchedule):
+        end = "the run's end" if schedule.length is None else f"environment step {schedule.length}"
+        return [("environment step 0", schedule.start), (end, schedule.end)]
+    return [(f"environment step {step}", schedule(step)) for step in (0, 10**12)]
 
 
 def check_probability_schedule(owner: str, schedule: Callable[[int], float]) -> None:
     """An exploration probability stays in [0, 1] all run long: checked where it is one (the
-    generic schedule may decay anything), at its ends and, for a LinearSchedule, its corner."""
-    steps = [0, getattr(schedule, "duration", 0), 10**12]
-    for step in steps:
-        value = schedule(step)
+    generic schedule may decay anything), at the values that bound it."""
+    for where, value in bounding_values(schedule):
         if not 0.0 <= value <= 1.0:
             raise ValueError(
-                f"{owner} gives an exploration probability of {value:g} at environment step "
-                f"{step} ({_described(schedule)}): epsilon must stay in [0, 1]. Bind its start and "
+                f"{owner} gives an exploration probability of {value:g} at {where} "
+                f"({_described(schedule)}): epsilon must stay in [0, 1]. Bind its start and "
                 "end within [0, 1], e.g. LinearSchedule.start = 1.0."
             )
 

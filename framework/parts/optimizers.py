@@ -18,7 +18,8 @@ import keras
 import numpy as np
 import tensorflow as tf
 
-from framework.validation import require_positive, require_positive_number
+from framework.parts.run_length import RunLengthSchedule
+from framework.validation import require_positive_number
 
 for _optimizer in (keras.optimizers.Adam, keras.optimizers.RMSprop, keras.optimizers.SGD):
     gin.external_configurable(_optimizer, module="optimizers")
@@ -85,8 +86,9 @@ def schedule_of(optimizer: keras.optimizers.Optimizer) -> "Schedule | None":
     return rate if isinstance(rate, Schedule) else None
 
 
-class Schedule(keras.optimizers.schedules.LearningRateSchedule, abc.ABC):
-    """A learning rate as a function of environment steps or applied updates."""
+class Schedule(keras.optimizers.schedules.LearningRateSchedule, RunLengthSchedule, abc.ABC):
+    """A learning rate as a function of environment steps or applied updates; its length
+    (`length_name`) left None is the run's."""
 
     def __init__(self, unit: str):
         if unit not in _UNITS:
@@ -103,6 +105,20 @@ class Schedule(keras.optimizers.schedules.LearningRateSchedule, abc.ABC):
             else None
         )
 
+    @property
+    def counts_environment_steps(self) -> bool:
+        return self.unit == ENVIRONMENT_STEPS
+
+    def check_length(self) -> None:
+        """A length left None is the run's, in environment steps: not one counting updates."""
+        if self.follows_run and not self.counts_environment_steps:
+            raise ValueError(
+                f"{type(self).__name__}.{self.length_name} = None follows the run's length, "
+                f"which counts environment steps: a schedule with unit = '{self.unit}' needs "
+                "a length of its own."
+            )
+        super().check_length()
+
     def __call__(self, iterations: tf.Tensor) -> tf.Tensor:
         """`iterations` is the optimizer's count of applied updates."""
         step = iterations if self.environment_steps is None else self.environment_steps
@@ -115,31 +131,34 @@ class Schedule(keras.optimizers.schedules.LearningRateSchedule, abc.ABC):
     def describe(self) -> str:
         """One line for the log: the schedule, its values and what it counts."""
         values = ", ".join(f"{k}={v}" for k, v in self.get_config().items() if k != "unit")
-        return f"{type(self).__name__}({values}) counting {self.unit.replace('_', ' ')}"
+        counting = self.unit.replace("_", " ")
+        return f"{type(self).__name__}({values}) counting {counting}{self.describe_length()}"
 
 
 @gin.configurable(module="optimizers")
 class ExponentialDecay(Schedule):
     """`initial_learning_rate * decay_rate ** (step / decay_steps)`, floored per period when
-    `staircase`."""
+    `staircase`; `decay_steps` None: the run's length (`decay_rate` over the whole run)."""
+
+    length_name = "decay_steps"
 
     def __init__(
         self,
         initial_learning_rate: float = gin.REQUIRED,
-        decay_steps: int = gin.REQUIRED,
+        decay_steps: int | None = None,
         decay_rate: float = gin.REQUIRED,
         staircase: bool = False,
         unit: str = ENVIRONMENT_STEPS,
     ):
         super().__init__(unit)
-        require_positive(self, decay_steps=decay_steps)
         self.initial_learning_rate = initial_learning_rate
         self.decay_steps = decay_steps
         self.decay_rate = decay_rate
         self.staircase = staircase
+        self.check_length()
 
     def rate(self, step: tf.Tensor) -> tf.Tensor:
-        periods = step / self.decay_steps
+        periods = step / self.required_length()
         if self.staircase:
             periods = tf.floor(periods)
         return self.initial_learning_rate * tf.pow(self.decay_rate, periods)
@@ -156,23 +175,24 @@ class ExponentialDecay(Schedule):
 
 @gin.configurable(module="optimizers")
 class LinearDecay(Schedule):
-    """From `initial_learning_rate` to `final_learning_rate` over `duration`, then constant."""
+    """From `initial_learning_rate` to `final_learning_rate` over `duration`, then constant;
+    `duration` None: the run's length (RL-Zoo's `lin_`)."""
 
     def __init__(
         self,
         initial_learning_rate: float = gin.REQUIRED,
         final_learning_rate: float = gin.REQUIRED,
-        duration: int = gin.REQUIRED,
+        duration: int | None = None,
         unit: str = ENVIRONMENT_STEPS,
     ):
         super().__init__(unit)
-        require_positive(self, duration=duration)
         self.initial_learning_rate = initial_learning_rate
         self.final_learning_rate = final_learning_rate
         self.duration = duration
+        self.check_length()
 
     def rate(self, step: tf.Tensor) -> tf.Tensor:
-        fraction = tf.minimum(step / self.duration, 1.0)
+        fraction = tf.minimum(step / self.required_length(), 1.0)
         return self.initial_learning_rate + fraction * (
             self.final_learning_rate - self.initial_learning_rate
         )

@@ -5,7 +5,8 @@ Transition i is drawn with probability `P(i) = p_i^alpha / sum_k p_k^alpha`, its
 the largest priority seen so far, so that it is replayed at least once soon). The bias this
 brings is corrected by importance weights `w_i = (N P(i))^-beta`, divided by the batch's largest
 (as Dopamine does) so that they only ever scale updates down; `beta` rises over the environment
-steps the replay has seen (a schedule part, e.g. `LinearSchedule(0.4, 1.0, duration)`).
+steps the replay has seen (a schedule part, e.g. `LinearSchedule(0.4, 1.0, duration)`, whose
+duration None spans the run).
 
 Stale priorities within a call: a replay agent draws all `k` batches of a learner call before
 it (`ReplayAgent.update`), and the errors come back after it, so the later batches of a call are
@@ -25,7 +26,7 @@ import gin
 import numpy as np
 import numpy.typing as npt
 
-from framework.parts.exploration import LinearSchedule
+from framework.parts.exploration import LinearSchedule, bounding_values
 from framework.parts.replay import ReplayCheckpointError, UniformReplay
 from framework.validation import (
     require_non_negative_number,
@@ -155,12 +156,11 @@ class PrioritizedReplay(UniformReplay):
         require_positive_number(self, epsilon=epsilon)
         self.alpha = float(alpha)
         self.beta = beta or LinearSchedule(0.4, 1.0, 50_000)
-        for step in (0, getattr(self.beta, "duration", 0), 10**12):
-            if not 0.0 <= self.beta(step) <= 1.0:
+        for where, value in bounding_values(self.beta):
+            if not 0.0 <= value <= 1.0:
                 raise ValueError(
-                    f"PrioritizedReplay.beta gives {self.beta(step):g} at environment step {step}: "
-                    "the importance-weight exponent must stay in [0, 1] (e.g. a LinearSchedule "
-                    "from 0.4 to 1.0)."
+                    f"PrioritizedReplay.beta gives {value:g} at {where}: the importance-weight "
+                    "exponent must stay in [0, 1] (e.g. a LinearSchedule from 0.4 to 1.0)."
                 )
         self.epsilon = float(epsilon)
         self._tree = SumTree(capacity)

@@ -92,6 +92,7 @@ def test_a_push_is_the_sum_of_its_rollouts_gradients():
 
 def test_a_pull_makes_a_workers_weights_equal_to_the_global_ones(tmp_path):
     a3c = _a3c(tmp_path)
+    a3c.agent.follow_run(a3c.num_steps)  # as `Runner.run` does before training: the decay's length
     driver = a3c.driver
     worker = driver.backend.workers[1]
     driver._pull(1)
@@ -126,7 +127,12 @@ def test_round_robin_runs_are_deterministic(tmp_path):
 
 
 def test_round_robin_resume_is_exact_and_restores_networks_optimizer_and_counters(tmp_path):
-    whole = _train(tmp_path / "whole", ["Runner.num_steps = 600"])
+    # The rate's decay spans the run as its first start had it (320 steps, below), so the
+    # uninterrupted run writes that length out.
+    whole = _train(
+        tmp_path / "whole",
+        ["Runner.num_steps = 600", "optimizers.ExponentialDecay.decay_steps = 320"],
+    )
     # Stopped at 320 steps (a checkpoint there, mid-episode for some sub-environments), then
     # started again on the same folder with the full budget.
     part = _train(tmp_path / "resumed", ["Runner.num_steps = 320"])

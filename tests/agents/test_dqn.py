@@ -9,6 +9,7 @@ from agents.dqn import DQNAgent
 from framework.agent import VectorStep
 from framework.loop import make_vector_env
 from framework.parts.environments import make_env
+from framework.parts.exploration import LinearSchedule
 from framework.parts.replay import FrameReplay
 from framework.parts.replay_schedule import ReplaySchedule
 from framework.parts.target_updaters import SoftUpdate
@@ -170,6 +171,25 @@ def test_evaluation_uses_eval_epsilon_and_training_the_schedule():
     assert set(agent.act(observations, explore=False).tolist()) == {greedy}
     # Training after the 200 observed steps: epsilon = 1 - 200/10000 * 0.95 = 0.981.
     assert agent.epsilon(agent.steps) == pytest.approx(0.981)
+
+
+def test_prioritized_replay_s_beta_spans_the_run_and_epsilon_keeps_its_own_8000_steps():
+    import framework.runner  # noqa: F401  (registers the runner's bindings)
+    from framework import config
+
+    config.parse(["gin_configs/dqn/cartpole_per.gin"], [])
+    cartpole = make_env("CartPole-v1")
+    agent = DQNAgent(cartpole.observation_space, cartpole.action_space, seed=0)
+    (note,) = agent.follow_run(50_000)
+    assert note.startswith(
+        "Schedule of the epsilon (train/epsilon): its LinearSchedule.duration is 8000 "
+        "environment steps, and the run is 50000 steps long"
+    )
+    assert agent.epsilon.length == 8000 and agent.replay.beta.length == 50_000
+    written_out = LinearSchedule(start=0.4, end=1.0, duration=50_000)  # the config before
+    assert all(agent.replay.beta(s) == written_out(s) for s in range(0, 60_000, 499))
+    assert agent.state()["run_length"] == 50_000
+    assert any(line.startswith("prioritized replay's beta: ") for line in agent.schedules())
 
 
 def test_interrupted_episodes_are_closed_in_replay():

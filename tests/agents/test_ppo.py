@@ -3,6 +3,8 @@ advantage, value clipping, the Gaussian's log-probability and entropy, the minib
 advantages it forms from the values it acted with, the target-KL stop, the clip-range schedule
 read inside the call, and learning on CartPole with one trace."""
 
+import csv
+import logging
 import math
 
 import gymnasium as gym
@@ -203,11 +205,106 @@ def test_clip_range_and_learning_rate_follow_their_schedules_over_environment_st
         ClippedSurrogateLoss(clip_range=LinearDecay(0.2, 0.0, 100, unit="updates"))
 
 
+def _following_agent() -> PPOAgent:
+    """RL-Zoo's lin_1e-3 and lin_0.2: a rate and a clip range that span the run."""
+    return _agent(
+        surrogate_loss=ClippedSurrogateLoss(clip_range=LinearDecay(0.2, 0.0)),
+        optimizer=tf.keras.optimizers.Adam(LinearDecay(1e-3, 0.0)),
+    )
+
+
+def test_the_shipped_cartpole_schedules_span_its_run_as_the_100000_steps_it_wrote_out():
+    import framework.runner  # noqa: F401  (registers the runner's bindings)
+    from framework import config
+
+    config.parse(["gin_configs/ppo/cartpole.gin"], [])
+    agent = PPOAgent(CARTPOLE.observation_space, CARTPOLE.action_space, seed=0)
+    assert agent.follow_run(100_000) == []  # both span the run: nothing to say
+    written_out = {  # the config before its schedules followed the run
+        "learning rate (train/learning_rate)": LinearDecay(1e-3, 0.0, duration=100_000),
+        "clip range (train/clip_range)": LinearDecay(0.2, 0.0, duration=100_000),
+    }
+    schedules = agent.named_schedules()
+    assert schedules.keys() == written_out.keys()
+    for name, schedule in schedules.items():
+        for step in (0, 256, 33_280, 99_840, 100_000):
+            schedule.environment_steps.assign(step)
+            written_out[name].environment_steps.assign(step)
+            now, before = (s(tf.constant(0)).numpy() for s in (schedule, written_out[name]))
+            assert now.tobytes() == before.tobytes(), (name, step)
+
+
+def test_a_resume_that_trains_longer_keeps_the_first_start_s_schedules_and_says_so():
+    first = _following_agent()
+    assert first.follow_run(1000) == []
+    state = first.state()
+    assert state["run_length"] == 1000  # in every checkpoint
+    resumed = _following_agent()
+    resumed.load_state(state)  # a restore comes before the runner's call
+    (note,) = resumed.follow_run(4000)
+    assert "clip range (train/clip_range) keep the run's length as its first start" in note
+    assert "end at environment step 1000" in note and "Runner.num_steps is 4000 now" in note
+    assert [s.length for s in resumed.named_schedules().values()] == [1000, 1000]
+    _observe(resumed, rewards=[1.0, 0.0, 1.0], truncated=[False, False, False])
+    metrics, _ = resumed.update(env_steps=2000)  # past the first start's end: the final values
+    assert (float(metrics["learning_rate"]), float(metrics["clip_range"])) == (0.0, 0.0)
+    fresh = _following_agent()
+    assert fresh.follow_run(4000) == [] and fresh.run_length == 4000  # a first start: its own
+
+
+def test_a_length_of_its_own_stays_and_the_log_says_where_it_is_not_the_run_s():
+    agent = _agent(optimizer=tf.keras.optimizers.Adam(LinearDecay(1e-3, 0.0, duration=100_000)))
+    (note,) = agent.follow_run(20_000)
+    assert note == (
+        "Schedule of the learning rate (train/learning_rate): its LinearDecay.duration is 100000 "
+        "environment steps, and the run is 20000 steps long (Runner.num_steps; duration = None "
+        "would span the run)."
+    )
+    assert agent.named_schedules()["learning rate (train/learning_rate)"].length == 100_000
+    assert "run_length" not in agent.state()  # nothing follows the run: checkpoints as before
+    assert agent.follow_run(100_000) == []
+
+
+@pytest.mark.integration
+def test_a_short_run_ends_its_schedules_at_its_own_end_and_a_longer_resume_keeps_them(
+    tmp_path, caplog
+):
+    """RL-Zoo's lin_ schedules on a run of 1024 steps: the last update's rate and clip range are
+    0, where the 100000 steps the config once wrote out left 99% of them. Trained on to 1536
+    steps, the run keeps them (at 0) and says so."""
+    short = ["Runner.eval_interval = 512", "Runner.eval_episodes = 1", "Runner.log_interval = 256"]
+    cartpole = ["gin_configs/ppo/cartpole.gin"]
+    runner = train(tmp_path, cartpole, [*short, "Runner.num_steps = 1024"])
+    assert runner.agent.run_length == 1024
+    caplog.set_level(logging.INFO)
+    longer = train(tmp_path, cartpole, [*short, "Runner.num_steps = 1536"])
+    assert longer.restored_step == 1024 and longer.agent.run_length == 1024
+    (kept,) = [r.getMessage() for r in caplog.records if "first start" in r.getMessage()]
+    assert "end at environment step 1024" in kept and "Runner.num_steps is 1536 now" in kept
+    with open(tmp_path / "progress.csv", newline="") as f:
+        rows = {int(row["step"]): row for row in csv.DictReader(f) if row["train/learning_rate"]}
+    for step in (1024, 1280, 1536):
+        assert float(rows[step]["train/learning_rate"]) == 0.0, step
+        assert float(rows[step]["train/clip_range"]) == 0.0, step
+    # Before the end: 1e-3 * (1 - 768 / 1024), at the update at step 768.
+    assert float(rows[768]["train/learning_rate"]) == pytest.approx(2.5e-4)
+
+
 def test_cartpole_is_solved_within_its_budget_with_one_trace(tmp_path):
+    # The first 40000 steps of the shipped 100000-step run: its schedules span those 100000.
+    shipped_schedules = [
+        "lr/optimizers.LinearDecay.duration = 100000",
+        "clip/optimizers.LinearDecay.duration = 100000",
+    ]
     runner = train(
         tmp_path,
         ["gin_configs/ppo/cartpole.gin"],
-        ["Runner.num_steps = 40000", "Runner.eval_interval = 10000", "Runner.eval_episodes = 5"],
+        [
+            "Runner.num_steps = 40000",
+            "Runner.eval_interval = 10000",
+            "Runner.eval_episodes = 5",
+            *shipped_schedules,
+        ],
     )
     assert max(value for _, value in runner.eval_returns) >= 475, runner.eval_returns
     assert runner.agent.learner.tracing_count == 1

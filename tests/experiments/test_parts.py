@@ -164,7 +164,8 @@ def test_a_part_in_full_shows_its_parameters_with_the_right_defaults():
 
     assert defaults("Runner")["agent"] == "REQUIRED"  # gin.REQUIRED
     assert defaults("Runner")["env_factory"] == "@make_env"
-    assert defaults("optimizers.ExponentialDecay")["decay_steps"] == "REQUIRED"  # no default
+    assert defaults("optimizers.ExponentialDecay")["decay_rate"] == "REQUIRED"  # no default
+    assert defaults("optimizers.ExponentialDecay")["decay_steps"] == "None"  # the run's length
     assert defaults("Adam")["learning_rate"] == "0.001"
     assert "gin names: Adam, optimizers.Adam" in parts.describe("Adam")
 

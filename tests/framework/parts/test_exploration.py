@@ -5,7 +5,12 @@ import math
 import numpy as np
 import pytest
 
-from framework.parts.exploration import GaussianNoise, LinearSchedule, OrnsteinUhlenbeckNoise
+from framework.parts.exploration import (
+    GaussianNoise,
+    LinearSchedule,
+    OrnsteinUhlenbeckNoise,
+    check_probability_schedule,
+)
 
 
 @pytest.mark.parametrize(
@@ -100,3 +105,23 @@ def test_ou_noise_state_round_trip_continues_the_same_draws():
 def test_noise_rejects_bad_arguments(make):
     with pytest.raises(ValueError):
         make()
+
+
+def test_linear_schedule_without_a_duration_spans_the_run_it_is_given():
+    schedule = LinearSchedule(start=0.4, end=1.0, duration=None)  # PER's beta over the run
+    with pytest.raises(ValueError, match=r"LinearSchedule\.duration = None follows the run's"):
+        schedule(0)
+    schedule.set_run_length(50_000)
+    # 0.4 + (step / 50000) * 0.6: 0.7 halfway, 1 from the end on.
+    assert [schedule(s) for s in (0, 25_000, 50_000, 60_000)] == pytest.approx([0.4, 0.7, 1, 1])
+    written_out = LinearSchedule(start=0.4, end=1.0, duration=50_000)
+    assert all(schedule(s) == written_out(s) for s in range(0, 60_000, 997))  # the same floats
+    own = LinearSchedule(start=1.0, end=0.04, duration=8000)
+    own.set_run_length(50_000)  # a duration of its own stays: 1 + 0.5 * (0.04 - 1) at 4000
+    assert own(4000) == pytest.approx(0.52)
+
+
+def test_an_exploration_probability_is_checked_at_its_ends_before_the_run_s_length_is_known():
+    check_probability_schedule("DQNAgent.epsilon", LinearSchedule(1.0, 0.05, duration=None))
+    with pytest.raises(ValueError, match=r"probability of 2 at the run's end"):
+        check_probability_schedule("DQNAgent.epsilon", LinearSchedule(1.0, 2.0, duration=None))

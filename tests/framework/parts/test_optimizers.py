@@ -110,11 +110,11 @@ def test_schedules_counting_environment_steps_follow_the_count_their_learner_is_
     np.testing.assert_allclose(rates, expected, rtol=1e-6)
     with pytest.raises(ValueError, match=r"learner.run\(batches, environment_steps\)"):
         learner.run({"x": np.ones((1, 2), np.float32)})  # the count left out: said, not frozen
-    assert learner.schedules() == [
-        "learning rate (train/learning_rate): ExponentialDecay(initial_learning_rate=1.0, "
-        "decay_steps=100, decay_rate=0.5, "
-        "staircase=True) counting environment steps"
-    ]
+    described = {name: schedule.describe() for name, schedule in learner.named_schedules().items()}
+    assert described == {
+        "learning rate (train/learning_rate)": "ExponentialDecay(initial_learning_rate=1.0, "
+        "decay_steps=100, decay_rate=0.5, staircase=True) counting environment steps"
+    }
 
 
 def test_a_schedule_names_its_unit_and_rejects_another():
@@ -125,3 +125,47 @@ def test_a_schedule_names_its_unit_and_rejects_another():
     )
     with pytest.raises(ValueError, match=r"LinearDecay\.unit must be one of"):
         optimizers.LinearDecay(1e-3, 1e-4, duration=1000, unit="episodes")
+
+
+@pytest.mark.parametrize(
+    "schedule_of",
+    [
+        lambda length: optimizers.LinearDecay(1e-3, 0.0, duration=length),
+        lambda length: optimizers.ExponentialDecay(7e-4, decay_steps=length, decay_rate=0.1),
+    ],
+)
+def test_a_schedule_left_without_a_length_spans_the_run_as_that_length_written_out(schedule_of):
+    own, following = schedule_of(100_000), schedule_of(None)
+    assert following.follows_run and not own.follows_run
+    with pytest.raises(ValueError, match=r"= None follows the run's length, which it was not"):
+        following(tf.constant(0))  # never a silent value before the runner gives the length
+    following.set_run_length(100_000)
+    own.set_run_length(20_000)  # a length of its own stays
+    assert own.length == following.length == 100_000
+    for step in (0, 1, 256, 33_333, 99_999, 100_000, 150_000):
+        own.environment_steps.assign(step)
+        following.environment_steps.assign(step)
+        # The same float32 numbers as the length written out: a shipped config keeps its run.
+        assert following(tf.constant(0)).numpy().tobytes() == own(tf.constant(0)).numpy().tobytes()
+    assert following.describe().endswith(
+        "counting environment steps, over the run's length (100000 environment steps)"
+    )
+    assert "over the run" not in own.describe()
+
+
+def test_a_linear_decay_over_a_short_run_reaches_its_final_value_at_the_run_s_end():
+    decay = optimizers.LinearDecay(1e-3, 0.0)  # RL-Zoo's lin_1e-3
+    decay.set_run_length(20_000)
+    rates = []
+    for step in (5_000, 20_000, 30_000):
+        decay.environment_steps.assign(step)
+        rates.append(float(decay(tf.constant(0))))
+    # 1e-3 * (1 - 5000 / 20000) = 7.5e-4, then 0 from the run's end on.
+    np.testing.assert_allclose(rates, [7.5e-4, 0.0, 0.0], rtol=1e-6)
+
+
+def test_a_schedule_counting_updates_needs_a_length_of_its_own():
+    with pytest.raises(ValueError, match=r"unit = 'updates' needs a length of its own"):
+        optimizers.LinearDecay(1e-3, 0.0, unit="updates")
+    with pytest.raises(ValueError, match=r"ExponentialDecay\.decay_steps must be an integer >= 1"):
+        optimizers.ExponentialDecay(1e-3, decay_steps=0, decay_rate=0.5)
