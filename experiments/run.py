@@ -15,9 +15,11 @@ from experiments import quiet  # noqa: E402
 quiet.import_tensorflow()
 
 import gin  # noqa: E402
+import keras  # noqa: E402
 from absl import app, flags  # noqa: E402
 
 import experiments  # noqa: E402
+from framework.agent import Agent  # noqa: E402
 
 FLAGS = flags.FLAGS
 flags.DEFINE_multi_string(
@@ -53,6 +55,7 @@ def main(argv: list[str]) -> None:
         )
         if FLAGS.dry_run:
             print(gin.operative_config_str())
+            print(built_parts(prepared.runner.agent))
             prepared.runner.close()
             return
         experiments.train_prepared(prepared)
@@ -62,6 +65,30 @@ def main(argv: list[str]) -> None:
     except experiments.RunStopped as stop:
         print(f"experiments.run: {stop}", file=sys.stderr)
         sys.exit(stop.exit_code)
+
+
+def built_parts(agent: Agent) -> str:
+    """What a dry run built, as gin comments after its config (the output stays a config):
+    the spaces the agent was built for, and each of its networks' parameter counts."""
+    lines = [
+        f"# Observation space: {agent.observation_space}",
+        f"# Action space: {agent.action_space}",
+    ]
+    for name, network in _networks(agent):
+        lines.append(f"# Network agent.{name}: {network.count_params():,} parameters")
+    return "\n".join(lines)
+
+
+def _networks(agent: Agent) -> list[tuple[str, keras.Model]]:
+    """The agent's Keras models by attribute (a list of them, e.g. twin critics, by index)."""
+    found = []
+    for name, value in vars(agent).items():
+        if isinstance(value, keras.Model):
+            found.append((name, value))
+        elif value and isinstance(value, list | tuple):
+            models = [item for item in value if isinstance(item, keras.Model)]
+            found += [(f"{name}[{index}]", model) for index, model in enumerate(models)]
+    return found
 
 
 def run_main() -> None:
