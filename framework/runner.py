@@ -553,13 +553,14 @@ class Runner:
         recent = np.mean(since_log.returns) if since_log.returns else float("nan")
         episodes = len(since_log.returns)
         logging.info(
-            "step %d/%d | return (last %d episode%s) %.1f | %.0f steps/s",
+            "step %d/%d | return (last %d episode%s) %.1f | %.0f steps/s%s",
             step,
             self.num_steps,
             episodes,
             "" if episodes == 1 else "s",
             recent,
             speed,
+            _compiling_note(self.driver.take_compile_seconds()),
         )
         if since_log.ended:
             scalars["train/mean_episode_return"] = since_log.return_sum / since_log.ended
@@ -620,6 +621,11 @@ class Runner:
             self._closed = True
             self.driver.close()
             self.eval_env.close()
+
+
+def _compiling_note(seconds: float) -> str:
+    """Why an interval's throughput is low: the learner's first call compiled in it."""
+    return f" (includes compiling the learner: {seconds:.1f} s)" if seconds > 0 else ""
 
 
 class _SinceLastLog:
