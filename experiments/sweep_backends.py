@@ -1,16 +1,13 @@
 """Where a sweep's runs train: fresh local processes (`--parallel` at once), or Ray Tune trials.
 Either way a run is `experiments.trial.run` on a `Task`, and its outcome goes into the record."""
 
-import contextlib
 import dataclasses
 import datetime
-import logging
 import multiprocessing
 import os
 import signal
 import sys
 import time
-from collections.abc import Iterator
 
 import numpy as np
 
@@ -166,10 +163,12 @@ def run_ray(
         ) from error
 
     from experiments import trial
+    from framework import console
 
-    ray_log = os.path.join(sweep.base_dir, "ray_results", "ray.log")
+    ray_log = os.path.join(sweep.base_dir, "ray_results", "ray.log")  # what Ray prints
+    os.makedirs(os.path.dirname(ray_log), exist_ok=True)
     if not ray.is_initialized():
-        with _ray_lines_into(ray_log):
+        with console.ray_lines_into(ray_log):
             ray.init(address=address, include_dashboard=False, log_to_driver=False)
     by_name = {run["name"]: run for run in todo}
     starts: dict[str, float] = {}
@@ -220,7 +219,7 @@ def run_ray(
         ),
     )
     try:
-        with _ray_lines_into(ray_log):
+        with console.ray_lines_into(ray_log):
             tuner.fit()
     finally:
         for run in todo:
@@ -228,22 +227,3 @@ def run_ray(
                 run["status"] = STATUS_INTERRUPTED
                 run["error"] = "stopped before its Ray trial reported"
         sweep.write()
-
-
-@contextlib.contextmanager
-def _ray_lines_into(path: str) -> Iterator[None]:
-    """Ray's own lines into `path`, off the sweep's console, where the sweep's lines alone
-    belong: its logger's (the token authentication WARNING, "Started a local Ray instance", the
-    result files written) and what Tune prints on stdout (its experiment table). The progress
-    lines keep the stream they were given."""
-    os.makedirs(os.path.dirname(path), exist_ok=True)
-    ray_logger = logging.getLogger("ray")  # with Ray's own handler, which prints to stderr
-    with open(path, "a") as log:
-        handler = logging.StreamHandler(log)
-        handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s] %(message)s"))
-        handlers, ray_logger.handlers = ray_logger.handlers, [handler]
-        try:
-            with contextlib.redirect_stdout(log):
-                yield
-        finally:
-            ray_logger.handlers = handlers

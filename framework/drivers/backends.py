@@ -294,8 +294,9 @@ class RayActors(_Remote):
         import ray
 
         super().__init__(len(arguments))
-        if not ray.is_initialized():
-            ray.init()  # a cluster's address from RAY_ADDRESS, else a local instance
+        if not ray.is_initialized():  # a cluster's address from RAY_ADDRESS, else a local one
+            with console.ray_lines_into(os.devnull):  # a run has no log file to keep them
+                ray.init()
         cpus = ray.cluster_resources().get("CPU", 0.0)
         # Ray counts resources in units of 1e-4; actors beyond the cluster wait forever, silently.
         if round(len(arguments) * num_cpus * 1e4) > round(cpus * 1e4):
