@@ -4,20 +4,25 @@ With no flags it trains the default config (DQN on CartPole) into a fresh folder
 Starting it again on the same --base_dir resumes from the newest complete checkpoint.
 """
 
+# Importing this module is cheap (TensorFlow is imported in `main`): a worker process the run
+# spawns imports it again, as its main module, before its first line runs, and must be able to
+# die with a run killed meanwhile (`framework.processes.start_child`).
+
 import sys
+from typing import TYPE_CHECKING
 
 from experiments.stopping import REQUESTS
 
 REQUESTS.install()  # first: a Ctrl-C while TensorFlow loads or the agent builds stops the run
 
-from experiments import quiet  # noqa: E402
-
-quiet.import_tensorflow()
-
-import gin  # noqa: E402
 from absl import app, flags  # noqa: E402
 
 import experiments  # noqa: E402
+
+if TYPE_CHECKING:
+    import keras
+
+    from framework.agent import Agent
 
 FLAGS = flags.FLAGS
 flags.DEFINE_multi_string(
@@ -42,6 +47,11 @@ flags.DEFINE_bool(
 def main(argv: list[str]) -> None:
     if len(argv) > 1:
         raise app.UsageError(f"Unexpected arguments: {argv[1:]}")
+    from experiments import quiet
+
+    quiet.import_tensorflow()  # before anything else imports it: no start-up banners
+    import gin
+
     try:
         prepared = experiments.build(
             FLAGS.gin_file,
@@ -53,6 +63,7 @@ def main(argv: list[str]) -> None:
         )
         if FLAGS.dry_run:
             print(gin.operative_config_str())
+            print(built_parts(prepared.runner.agent))
             prepared.runner.close()
             return
         experiments.train_prepared(prepared)
@@ -62,6 +73,32 @@ def main(argv: list[str]) -> None:
     except experiments.RunStopped as stop:
         print(f"experiments.run: {stop}", file=sys.stderr)
         sys.exit(stop.exit_code)
+
+
+def built_parts(agent: "Agent") -> str:
+    """What a dry run built, as gin comments after its config (the output stays a config):
+    the spaces the agent was built for, and each of its networks' parameter counts."""
+    lines = [
+        f"# Observation space: {agent.observation_space}",
+        f"# Action space: {agent.action_space}",
+    ]
+    for name, network in _networks(agent):
+        lines.append(f"# Network agent.{name}: {network.count_params():,} parameters")
+    return "\n".join(lines)
+
+
+def _networks(agent: "Agent") -> list[tuple[str, "keras.Model"]]:
+    """The agent's Keras models by attribute (a list of them, e.g. twin critics, by index)."""
+    import keras
+
+    found = []
+    for name, value in vars(agent).items():
+        if isinstance(value, keras.Model):
+            found.append((name, value))
+        elif value and isinstance(value, list | tuple):
+            models = [item for item in value if isinstance(item, keras.Model)]
+            found += [(f"{name}[{index}]", model) for index, model in enumerate(models)]
+    return found
 
 
 def run_main() -> None:

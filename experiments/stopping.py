@@ -3,8 +3,9 @@
 The command line installs `REQUESTS` as its first statement, before TensorFlow's import (which
 would swallow a Ctrl-C) and the seconds that building an agent takes: a signal during start-up
 stops the run before it writes anything; once the runner trains, it stops after the current
-step with a checkpoint. From Python (`experiments.train`) the handlers are installed around a
-run only, and only on the main thread (a sweep's worker thread keeps the default behaviour).
+step with a checkpoint; once the run is over, it is ignored (the run is done: exit 0). From
+Python (`experiments.train`) the handlers are installed around a run only, and only on the main
+thread (a sweep's worker thread keeps the default behaviour).
 """
 
 import contextlib
@@ -27,7 +28,9 @@ class StopRequests:
         self._runner: Any = None
 
     def install(self) -> None:
-        """Records stop signals from now on, for the process's whole life."""
+        """Records stop signals from now on, for the process's one run; once that run is over
+        (`stopping` ends), they are ignored: a finished run has nothing left to stop and exits
+        0, also while Python shuts down, when no Python handler runs any more."""
         for number in STOP_SIGNALS:
             signal.signal(number, self._request)
         self._installed = True
@@ -77,6 +80,9 @@ class StopRequests:
                 signal.signal(number, handler)
             if installs:  # the next run in this process starts unsignalled
                 self.signal_name = None
+            elif self._installed:  # the command line's run is over
+                for number in STOP_SIGNALS:
+                    signal.signal(number, signal.SIG_IGN)
 
 
 REQUESTS = StopRequests()

@@ -16,7 +16,8 @@ over its seeds of the final eval return, never one seed's.
                                     run each), with the sweep's record of it: the HParams
                                     columns of the whole sweep and, once it ended, its result
       logs/<trial>_seed<k>.log      each run's output
-      ray_results/                  Ray Tune's own records (--backend=ray)
+      ray_results/                  Ray Tune's own records (--backend=ray), and ray.log: what
+                                    Ray and Tune print, kept off the console
 
 Each run is a fresh process (`--parallel` at once, by default one per core), in the driver's
 process group: a Ctrl-C or a killed driver stops them all. A failing run (a bad binding value,

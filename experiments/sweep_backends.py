@@ -163,9 +163,13 @@ def run_ray(
         ) from error
 
     from experiments import trial
+    from framework import console
 
+    ray_log = os.path.join(sweep.base_dir, "ray_results", "ray.log")  # what Ray prints
+    os.makedirs(os.path.dirname(ray_log), exist_ok=True)
     if not ray.is_initialized():
-        ray.init(address=address, include_dashboard=False, log_to_driver=False)
+        with console.ray_lines_into(ray_log):
+            ray.init(address=address, include_dashboard=False, log_to_driver=False)
     by_name = {run["name"]: run for run in todo}
     starts: dict[str, float] = {}
 
@@ -215,7 +219,8 @@ def run_ray(
         ),
     )
     try:
-        tuner.fit()
+        with console.ray_lines_into(ray_log):
+            tuner.fit()
     finally:
         for run in todo:
             if run["status"] == STATUS_RUNNING:

@@ -297,9 +297,58 @@ def parse(
                 message
                 or f"Could not read the gin files {resolved}: {' '.join(str(error).split())}"
             ) from error
+    _integral_floats_as_integers()
     if seed is not None:
         _bind_seed(seed)
     return resolved
+
+
+def _integral_floats_as_integers() -> None:
+    """RL-Zoo's configs write counts as floats (`n_timesteps: !!float 1e5`): a float with no
+    fraction bound to a parameter that takes an integer is rebound as that integer, which the
+    parts then build with and the operative config records; said once a binding. A fraction
+    (1.5) stays, for the part's own check to refuse. Every binding is one of gin's entries,
+    scoped or not and whether its configurable is called directly or built through a
+    reference (`@ReplaySchedule()`); a macro's value is followed to the parameter it is
+    bound to."""
+    for (scope, selector), parameters in list(gin.config._CONFIG.items()):  # no public listing
+        integers = _integer_parameters(gin.config._REGISTRY[selector].wrapped)
+        for name, bound in parameters.items():
+            value = _macro_value(bound)
+            if name in integers and isinstance(value, float) and value.is_integer():
+                gin.bind_parameter((scope, selector, name), int(value))
+                logging.info(
+                    "%s = %r read as the integer %d.",
+                    _short_name(scope, selector, name),
+                    value,
+                    int(value),
+                )
+
+
+def _integer_parameters(function: Callable) -> set[str]:
+    """The parameters of `function` (a class: its constructor's) that take an integer: annotated
+    `int` or `int | None`, or, unannotated, with an integer default (not a bool)."""
+    try:
+        signature = inspect.signature(function.__init__ if inspect.isclass(function) else function)
+    except (TypeError, ValueError):  # a signature inspect cannot read
+        return set()
+    integer = (int, int | None, "int", "int | None")  # a module's annotations may be text
+    return {
+        name
+        for name, parameter in signature.parameters.items()
+        if parameter.annotation in integer
+        or (parameter.annotation is inspect.Parameter.empty and type(parameter.default) is int)
+    }
+
+
+def _macro_value(value: object) -> object:
+    """`value`, or where it is a macro (`%NUM_STEPS`), the value that macro is bound to."""
+    while (
+        isinstance(value, gin.config.ConfigurableReference)
+        and value.configurable.wrapped is gin.config.macro
+    ):
+        value = gin.config._CONFIG.get(value.config_key, {}).get("value")
+    return value
 
 
 def _bind_seed(seed: int) -> None:

@@ -1,5 +1,5 @@
 """What a person reads from any process of a run: TensorFlow imported without its start-up
-banners, and the framework's log in one short line format.
+banners, the framework's log in one short line format, and no line of Ray's or MuJoCo's own.
 
 Every entry point (through `experiments.quiet`) and every worker in a process of its own (a
 sweep's trial, the asynchronous driver's process and Ray workers) calls `import_tensorflow()`
@@ -16,6 +16,7 @@ import contextlib
 import logging
 import os
 import sys
+from collections.abc import Iterator
 from typing import Any
 
 from absl import logging as absl_logging
@@ -139,3 +140,51 @@ def use_short_log_format() -> None:
     handler.set_name(_HANDLER_NAME)
     handler.setFormatter(formatter)
     root.addHandler(handler)
+
+
+@contextlib.contextmanager
+def ray_lines_into(path: str) -> Iterator[None]:
+    """Ray's own lines into `path` (`os.devnull`: nowhere) for the block, off the console,
+    where a run's or a sweep's lines alone belong: its logger's (the token authentication
+    WARNING, "Started a local Ray instance", Tune's result files) and what Tune prints on stdout
+    (its experiment table). A stream handed out before the block keeps its lines."""
+    ray_logger = logging.getLogger("ray")  # with Ray's own handler, which prints to stderr
+    with open(path, "a") as log:
+        handler = logging.StreamHandler(log)
+        handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s] %(message)s"))
+        handlers, ray_logger.handlers = ray_logger.handlers, [handler]
+        try:
+            with contextlib.redirect_stdout(log):
+                yield
+        finally:
+            ray_logger.handlers = handlers
+
+
+_building_models = 0  # environments being built now: MuJoCo's warnings are their models'
+
+
+@contextlib.contextmanager
+def mujoco_model_warnings_quiet() -> Iterator[None]:
+    """MuJoCo prints its warnings itself, on stderr and into MUJOCO_LOG.TXT in the working
+    folder. Those of compiling a model in the block (gymnasium's HalfCheetah: "compiler
+    attribute 'settotalmass' is deprecated", at every environment built) concern the model's
+    authors: logged at DEBUG. A simulation's later ones (unstable, its state reset) are the
+    run's warnings. Without MuJoCo installed, nothing changes (gymnasium says what to install
+    as it builds the environment)."""
+    global _building_models
+    try:
+        import mujoco
+    except ImportError:
+        mujoco = None
+    if mujoco is not None:
+        mujoco.set_mju_user_warning(_mujoco_warning)
+    _building_models += 1
+    try:
+        yield
+    finally:
+        _building_models -= 1
+
+
+def _mujoco_warning(message: str) -> None:
+    log = absl_logging.debug if _building_models else absl_logging.warning
+    log("MuJoCo: %s", message)

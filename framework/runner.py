@@ -707,13 +707,14 @@ class Runner:
         recent = np.mean(state.recent_returns) if state.recent_returns else float("nan")
         episodes = len(state.recent_returns)
         logging.info(
-            "step %d/%d | return (last %d episode%s) %.1f | %.0f steps/s",
+            "step %d/%d | return (last %d episode%s) %.1f | %.0f steps/s%s",
             step,
             self.num_steps,
             episodes,
             "" if episodes == 1 else "s",
             recent,
             speed,
+            _compiling_note(self.driver.take_compile_seconds()),
         )
         if state.interval_episodes:
             scalars["train/mean_episode_return"] = (
@@ -793,6 +794,11 @@ def _add_to_row(row: dict[str, float], scalars: dict[str, float]) -> None:
             "give the callback's scalars tags of their own (say custom/...)."
         )
     row.update(scalars)
+
+
+def _compiling_note(seconds: float) -> str:
+    """Why an interval's throughput is low: the learner's first call compiled in it."""
+    return f" (includes compiling the learner: {seconds:.1f} s)" if seconds > 0 else ""
 
 
 class _Throughput:

@@ -238,12 +238,11 @@ class _Remote:
 _PROCESS_WORKER: RemoteWorker | None = None  # the one worker of a `Processes` child
 
 
-def _start_process_worker(parent_pid: int, config: Snapshot, worker: bytes) -> None:
-    """A `Processes` child: deaf to the terminal's Ctrl-C and to a process group's SIGTERM (the
-    driver stops it once it has saved), and killed if the driver dies without doing so."""
+def _start_process_worker(config: Snapshot, worker: bytes) -> None:
+    """A `Processes` child, once it dies with the driver (`processes.start_child`): deaf to the
+    terminal's Ctrl-C and to a process group's SIGTERM (the driver stops it once it has saved)."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGTERM, signal.SIG_IGN)
-    processes.die_with_parent(parent_pid, signal.SIGKILL)
     global _PROCESS_WORKER
     _PROCESS_WORKER = RemoteWorker(config, worker)
 
@@ -254,7 +253,8 @@ def _call_process_worker(method: str, *arguments):
 
 @gin.configurable
 class Processes(_Remote):
-    """One spawned process per worker (fork is unsafe once TensorFlow runs threads)."""
+    """One spawned process per worker (fork is unsafe once TensorFlow runs threads), killed by
+    the kernel when the driver dies, from before it imports TensorFlow."""
 
     def __init__(self, factory, arguments, config: Snapshot):
         super().__init__(len(arguments))
@@ -263,8 +263,12 @@ class Processes(_Remote):
             concurrent.futures.ProcessPoolExecutor(
                 1,
                 context,
-                initializer=_start_process_worker,
-                initargs=(os.getpid(), config, pickle.dumps((factory, args))),
+                initializer=processes.start_child,
+                initargs=(
+                    os.getpid(),
+                    signal.SIGKILL,
+                    pickle.dumps((_start_process_worker, (config, pickle.dumps((factory, args))))),
+                ),
             )
             for args in arguments
         ]
@@ -290,8 +294,9 @@ class RayActors(_Remote):
         import ray
 
         super().__init__(len(arguments))
-        if not ray.is_initialized():
-            ray.init()  # a cluster's address from RAY_ADDRESS, else a local instance
+        if not ray.is_initialized():  # a cluster's address from RAY_ADDRESS, else a local one
+            with console.ray_lines_into(os.devnull):  # a run has no log file to keep them
+                ray.init()
         cpus = ray.cluster_resources().get("CPU", 0.0)
         # Ray counts resources in units of 1e-4; actors beyond the cluster wait forever, silently.
         if round(len(arguments) * num_cpus * 1e4) > round(cpus * 1e4):

@@ -80,6 +80,11 @@ class Driver(abc.ABC):
         """The agent's policy diagnostics at an observation of the driver's choosing."""
         return {}
 
+    def take_compile_seconds(self) -> float:
+        """Seconds the learner spent in its first calls (tracing and XLA compiling) since the
+        last call, which the log line of the interval they slowed down says."""
+        return 0.0
+
     def texts(self) -> dict[str, str]:
         """TensorBoard texts of the driver's own (say, what each worker was built with)."""
         return {}

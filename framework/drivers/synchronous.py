@@ -37,6 +37,7 @@ class SynchronousDriver(Driver):
         self._reset_seed = seeds.reset
         self._unlogged: Metrics = {}  # the latest learner metrics, logged at the next log step
         self._learner_seconds = 0.0
+        self._compile_seconds_taken = 0.0
 
     def advance(self, env_steps: int, until: int, stop: Callable[[], bool]) -> DriverProgress:
         loop, agent, clock = self.loop, self.agent, time.perf_counter
@@ -63,6 +64,12 @@ class SynchronousDriver(Driver):
     def take_metrics(self) -> dict[str, float]:
         metrics, self._unlogged = self._unlogged, {}
         return {f"train/{name}": float(value) for name, value in metrics.items()}
+
+    def take_compile_seconds(self) -> float:
+        learner = getattr(self.agent, "learner", None)
+        total = 0.0 if learner is None else learner.first_call_seconds
+        new, self._compile_seconds_taken = total - self._compile_seconds_taken, total
+        return new
 
     def evaluate_with(self, evaluation_env: gym.Env) -> None:
         self._statistics.read_frozen(evaluation_env)

@@ -6,6 +6,7 @@ Every factory returns an unseeded environment: the caller seeds it with `env.res
 everything.
 """
 
+import contextlib
 import difflib
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -16,7 +17,7 @@ import numpy as np
 from gymnasium import spaces
 from gymnasium.envs.classic_control.cartpole import CartPoleEnv, CartPoleVectorEnv
 
-from framework import env_state
+from framework import console, env_state
 from framework.parts import wrappers as _registered_wrappers  # noqa: F401  (with gin)
 from framework.validation import require_positive
 
@@ -146,8 +147,16 @@ def make_env(
     kwargs = _kwargs(env_kwargs, "make_env", reserved=("max_episode_steps", "render_mode"))
     if render_mode is not None:
         kwargs["render_mode"] = render_mode
-    env = gymnasium.make(env_id, max_episode_steps=max_episode_steps, **kwargs)
+    with _model_warnings_quiet(env_id):
+        env = gymnasium.make(env_id, max_episode_steps=max_episode_steps, **kwargs)
     return _wrapped(env, wrappers)
+
+
+def _model_warnings_quiet(env_id: str) -> contextlib.AbstractContextManager:
+    """Off the console: MuJoCo's warnings about a model it compiles (gymnasium's own)."""
+    if "mujoco" in str(gymnasium.spec(env_id).entry_point).lower():
+        return console.mujoco_model_warnings_quiet()
+    return contextlib.nullcontext()
 
 
 def _kwargs(env_kwargs: dict[str, Any] | None, factory: str, reserved: Sequence[str]) -> dict:

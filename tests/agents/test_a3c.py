@@ -4,6 +4,8 @@ resume exactly, the Ray path (remote workers see the command line's bindings), l
 CartPole, and checkpoints of the global state."""
 
 import dataclasses
+import glob
+import time
 
 import gin
 import numpy as np
@@ -17,6 +19,7 @@ from framework.drivers.worker import Worker
 from framework.parts.environments import make_env
 from framework.runner import Runner
 from framework.storage.event_reader import read_scalars, read_tags
+from tests.experiments import cli
 
 CONFIG = "gin_configs/a3c/cartpole.gin"
 SHORT = [  # 2 workers of 2 sub-environments, pushes of 2 rollouts of 5 vector steps (20 steps)
@@ -272,3 +275,52 @@ def test_ray_actors_that_cannot_all_start_are_refused_not_waited_for(local_ray, 
     ):
         _train(tmp_path, bindings)  # 2 x 1.5 CPUs on 2: Ray would wait for the second forever
     gin.clear_config()
+
+
+def _processes() -> dict[int, int]:
+    """Every running process (not a zombie) -> its parent."""
+    parents = {}
+    for path in glob.glob("/proc/[0-9]*/stat"):
+        try:
+            with open(path) as f:
+                state, parent = f.read().rsplit(")", 1)[1].split()[:2]
+        except (OSError, ValueError):  # it ended while we looked
+            continue
+        if state != "Z":
+            parents[int(path.split("/")[2])] = int(parent)
+    return parents
+
+
+def _descendants(pid: int) -> list[int]:
+    """The running processes `pid` started, and theirs."""
+    parents = _processes()
+    found, todo = [], [pid]
+    while todo:
+        parent = todo.pop()
+        children = [child for child, its_parent in parents.items() if its_parent == parent]
+        found += children
+        todo += children
+    return found
+
+
+@pytest.mark.process
+@pytest.mark.parametrize("delay", [0.0, 1.0])
+def test_process_workers_end_with_a_killed_run(tmp_path, delay):
+    """SIGKILLed while its workers start (as they spawn; a second later, while they import
+    TensorFlow), the run leaves no worker running: each dies with it within about a second.
+    They used to unpickle their work (seconds of imports) before asking the kernel to kill
+    them with their parent, and ran on for that long."""
+    backend = ["AsynchronousDriver.backend = @Processes", "Runner.num_steps = 100000"]
+    process = cli.start(tmp_path, CONFIG, [*SHORT, *backend])
+    deadline = time.monotonic() + 120
+    while len(started := _descendants(process.pid)) < 3:  # 2 workers, multiprocessing's tracker
+        assert process.poll() is None and time.monotonic() < deadline, "no workers started"
+        time.sleep(0.01)
+    time.sleep(delay)
+    process.kill()
+    process.wait()
+
+    killed = time.monotonic()
+    while (running := set(started) & set(_processes())) and time.monotonic() < killed + 1.5:
+        time.sleep(0.02)
+    assert not running, f"{running} still ran {time.monotonic() - killed:.1f} s after the kill"

@@ -22,6 +22,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
+from framework.parts.networks import mlp
 from framework.storage.checkpointing import complete_steps
 from framework.storage.event_reader import final_value, read_scalars, read_tags
 from tests.experiments.cli import assert_no_step_twice, steps_of
@@ -375,6 +376,20 @@ def test_no_flags_builds_the_default_config(cli):
     result = completed(cli, "default")
     assert "Runner.agent = @DQNAgent" in result.stdout, result.explain()
     assert "make_env.env_id = 'CartPole-v1'" in result.stdout, result.explain()
+
+
+def test_dry_run_says_the_spaces_and_each_networks_parameters(cli):
+    built = completed(cli, "default").stdout.split("\n# Observation space: ")[1].splitlines()
+    assert built[0].startswith("Box(") and built[0].endswith(", (4,), float32)"), built
+    # The default MLP on CartPole: 4 inputs, two hidden layers of 256 units, 2 Q-values.
+    parameters = (4 * 256 + 256) + (256 * 256 + 256) + (256 * 2 + 2)
+    online = mlp((4,), 2, hidden_units=(256, 256))
+    assert online.count_params() == parameters == 67_586
+    assert built[1:] == [
+        "# Action space: Discrete(2)",
+        "# Network agent.online: 67,586 parameters",
+        "# Network agent.target: 67,586 parameters",
+    ]
 
 
 # ----- non-finite updates --------------------------------------------------------------------

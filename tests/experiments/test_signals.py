@@ -9,6 +9,7 @@ import signal
 import time
 
 import numpy as np
+import pytest
 
 from framework.storage.checkpointing import complete_steps
 from framework.storage.event_reader import read_scalars
@@ -162,3 +163,26 @@ def test_a_signal_during_start_up_stops_before_anything_is_written(tmp_path):
         )
         assert "Traceback" not in stderr
         assert not os.path.exists(tmp_path / name)
+
+
+@pytest.mark.process
+def test_a_signal_after_the_done_line_leaves_the_finished_run_exiting_0(tmp_path):
+    """A job scheduler may signal a run that has just finished: after its `Done:` line the
+    process shuts down for a few seconds (where Python no longer runs handlers), and a
+    signal then must not turn a finished run into a killed one (exit -15)."""
+    bindings = ["Runner.num_steps = 100", "Runner.eval_interval = 100", "Runner.eval_episodes = 1"]
+    process = cli.start(tmp_path, "gin_configs/reinforce/bandit.gin", bindings)
+    for line in process.stderr:
+        if "Done:" in line:
+            break
+    else:
+        raise AssertionError(f"no Done line; exit {process.wait()}")
+    signals = 0
+    while process.poll() is None:  # at every moment of the shutdown
+        process.send_signal(signal.SIGINT if signals % 2 else signal.SIGTERM)
+        signals += 1
+        time.sleep(0.05)
+    rest = process.stderr.read()
+    assert process.returncode == 0, rest[-3000:]
+    assert signals > 0
+    assert rest.strip() == "", rest  # no "stopping" line: there was nothing to stop

@@ -298,7 +298,7 @@ def test_every_line_of_a_local_runs_log_is_in_the_short_format(grid):
         _assert_quiet_short_log(grid.log_path(run))
 
 
-def test_a_sweep_on_a_local_ray_instance(local_ray, tmp_path, caplog, monkeypatch):
+def test_a_sweep_on_a_local_ray_instance(local_ray, tmp_path, caplog, monkeypatch, capfd):
     # Where Tune's results table warns when it finds no record of a trial's results.
     analysis = logging.getLogger("ray.tune.analysis.experiment_analysis")
     monkeypatch.setattr(analysis, "handlers", [*analysis.handlers, caplog.handler])
@@ -321,6 +321,13 @@ def test_a_sweep_on_a_local_ray_instance(local_ray, tmp_path, caplog, monkeypatc
     assert "Failed to fetch metrics" not in caplog.text
     for run in definition.runs:
         _assert_quiet_short_log(definition.log_path(run))
+    # Ray's own lines (Tune's experiment table, its logger's INFO) are in Ray's log, not on
+    # the console, which keeps the sweep's lines.
+    console = "".join(capfd.readouterr())
+    with open(tmp_path / "ray_results" / "ray.log") as f:
+        ray_log = f.read()
+    for line in ("Configuration for experiment", "Wrote the latest version of all result files"):
+        assert line in ray_log and line not in console, (line, console)
 
 
 def test_a_killed_driver_then_the_same_command_completes_every_run_exactly_once(tmp_path):

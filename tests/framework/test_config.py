@@ -1,6 +1,6 @@
 """Gin parsing (framework/config.py): a gin file's `import` from the file's own folder, the
-snapshot a worker process parses, what an unknown parameter suggests, and no log line for
-gin's include probes."""
+snapshot a worker process parses, what an unknown parameter suggests, no log line for gin's
+include probes, and integral floats read as the integers a count takes."""
 
 import logging
 import shlex
@@ -10,8 +10,10 @@ import gin
 import pytest
 
 import agents  # noqa: F401  (registers every agent's configurables)
-import framework.runner  # noqa: F401  (and the runner's parts)
 from framework import config
+from framework.parts.replay_schedule import ReplaySchedule
+from framework.runner import Runner
+from framework.storage.run_directory import RunDirectory
 
 # Each test imports a module of its own name: a module imported once stays imported.
 PART = '''
@@ -128,3 +130,49 @@ def test_a_package_form_include_logs_no_probe(tmp_path, monkeypatch, caplog):
     assert not logging.getLogger().filters  # only while parsing
     logging.getLogger().info("after parsing")
     assert caplog.records[-1].getMessage() == "after parsing"
+
+
+def test_an_integral_float_is_read_as_the_integer_a_count_takes(tmp_path, caplog):
+    """RL-Zoo writes counts as floats (`n_timesteps: !!float 1e5`): bound to a parameter that
+    takes an integer, the part gets the integer, and the operative config records it."""
+    caplog.set_level(logging.INFO)
+    config.parse(
+        ["gin_configs/dqn/cartpole.gin"],
+        [
+            "Runner.num_steps = 1e5",
+            "BATCH = 64.0",
+            "ReplaySchedule.batch_size = %BATCH",  # a field of a part built by reference
+            "train/Runner.eval_interval = 2e3",  # scoped
+            "ClipByGlobalNorm.max_norm = 5.0",  # a float parameter keeps its float
+        ],
+    )
+
+    runner = Runner(RunDirectory(str(tmp_path)))
+    runner.close()
+
+    assert runner.num_steps == 100_000 and type(runner.num_steps) is int
+    schedule = ReplaySchedule()
+    assert schedule.batch_size == 64 and type(schedule.batch_size) is int
+    scoped = gin.query_parameter("train/Runner.eval_interval")
+    assert scoped == 2000 and type(scoped) is int
+    assert gin.query_parameter("ClipByGlobalNorm.max_norm") == 5.0
+    assert type(gin.query_parameter("ClipByGlobalNorm.max_norm")) is float
+    operative = gin.operative_config_str()
+    assert "Runner.num_steps = 100000\n" in operative
+    assert "ReplaySchedule.batch_size = 64\n" in operative
+    said = [r.getMessage() for r in caplog.records if "read as the integer" in r.getMessage()]
+    assert sorted(said) == [
+        "ReplaySchedule.batch_size = 64.0 read as the integer 64.",
+        "Runner.num_steps = 100000.0 read as the integer 100000.",
+        "train/Runner.eval_interval = 2000.0 read as the integer 2000.",
+    ]
+
+
+def test_a_float_with_a_fraction_is_still_refused_for_a_count():
+    config.parse(["gin_configs/dqn/cartpole.gin"], ["ReplaySchedule.batch_size = 1.5"])
+
+    with pytest.raises(
+        ValueError,
+        match=r"ReplaySchedule\.batch_size must be an integer >= 1, got 1\.5 \(float\)\.",
+    ):
+        ReplaySchedule()

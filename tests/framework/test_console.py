@@ -70,3 +70,50 @@ def test_a_command_line_logs_in_the_same_format():
         "app.run(main, argv=['prog'])\n"
     )
     assert re.fullmatch(r"I \d\d:\d\d:\d\d <string>\] step 100\n", stderr), stderr
+
+
+def test_rays_lines_go_to_the_given_file_and_the_console_keeps_its_own(tmp_path, capfd):
+    ray_logger = logging.getLogger("ray")
+    handlers = list(ray_logger.handlers)
+    console_stream = sys.stdout  # handed out before the block, as a sweep's progress lines are
+    path = tmp_path / "ray.log"
+
+    with console.ray_lines_into(str(path)):
+        ray_logger.warning("Token authentication is enabled for this Ray cluster.")
+        print("Configuration for experiment")  # Tune's table, on stdout
+        print("sweep: 1/2 finished", file=console_stream)
+
+    assert ray_logger.handlers == handlers
+    out, err = capfd.readouterr()
+    assert out == "sweep: 1/2 finished\n" and err == ""
+    logged = path.read_text()
+    assert "WARNING ray] Token authentication is enabled" in logged
+    assert "Configuration for experiment\n" in logged
+
+
+class _FakeMuJoCo:
+    """What `mujoco_model_warnings_quiet` uses of MuJoCo: its warning callback's setter."""
+
+    def __init__(self):
+        self.warn = None
+
+    def set_mju_user_warning(self, callback):
+        self.warn = callback
+
+
+def test_mujocos_model_warnings_are_debug_lines_and_its_simulations_warnings(monkeypatch, caplog):
+    mujoco = _FakeMuJoCo()
+    monkeypatch.setitem(sys.modules, "mujoco", mujoco)
+    caplog.set_level(logging.DEBUG)
+
+    with console.mujoco_model_warnings_quiet():  # gymnasium builds the environment
+        mujoco.warn("compiler attribute 'settotalmass' is deprecated")
+    mujoco.warn("Nan, Inf or huge value in QACC at DOF 0. The simulation is unstable.")
+
+    assert [(r.levelno, r.getMessage()) for r in caplog.records] == [
+        (logging.DEBUG, "MuJoCo: compiler attribute 'settotalmass' is deprecated"),
+        (
+            logging.WARNING,
+            "MuJoCo: Nan, Inf or huge value in QACC at DOF 0. The simulation is unstable.",
+        ),
+    ]

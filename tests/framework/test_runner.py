@@ -1,5 +1,7 @@
 """The runner: same seed, same numbers; a different seed, different numbers; no retracing."""
 
+import logging
+
 import numpy as np
 import pytest
 
@@ -141,3 +143,22 @@ def test_resume_inside_an_episode_that_later_truncates_and_right_after_a_done(
 
 def _weights(agent) -> list[np.ndarray]:
     return (agent.online if hasattr(agent, "online") else agent.policy).get_weights()
+
+
+@pytest.mark.integration
+def test_the_interval_of_the_learners_first_call_says_it_compiled(tmp_path, caplog):
+    """The learner's first call traces and compiles (seconds): the log line of the interval it
+    slowed down says so, and no other line does."""
+    caplog.set_level(logging.INFO)
+    # Learning starts at step 1000: the first interval (to 500) has no learner call.
+    runner = train(tmp_path, CARTPOLE_DQN, [*SHORT_DQN, "Runner.log_interval = 500"])
+
+    lines = [r.getMessage() for r in caplog.records if r.getMessage().startswith("step ")]
+    assert [line.split(" |")[0] for line in lines] == [
+        f"step {s}/2000" for s in (500, 1000, 1500, 2000)
+    ]
+    seconds = runner.agent.learner.first_call_seconds
+    assert seconds > 0
+    noted = [line for line in lines if "compiling" in line]
+    assert noted == [lines[1]]
+    assert lines[1].endswith(f" steps/s (includes compiling the learner: {seconds:.1f} s)")

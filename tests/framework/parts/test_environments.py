@@ -134,6 +134,23 @@ def test_make_env_applies_max_episode_steps():
     assert truncated
 
 
+def test_a_mujoco_model_builds_without_a_line_from_mujoco(tmp_path, monkeypatch, capfd):
+    """Gymnasium's HalfCheetah model sets `settotalmass`, which MuJoCo 3.x deprecates: it printed
+    its warning at every environment built, and appended it to MUJOCO_LOG.TXT in the working
+    folder."""
+    pytest.importorskip("mujoco")
+    monkeypatch.chdir(tmp_path)
+
+    env = make_env("HalfCheetah-v5")
+    env.reset(seed=0)
+    env.step(env.action_space.sample())
+    env.close()
+
+    out, err = capfd.readouterr()
+    assert "settotalmass" not in out + err
+    assert not (tmp_path / "MUJOCO_LOG.TXT").exists()
+
+
 @pytest.mark.parametrize(
     ("env_id", "suggested"), [("CartPol-v1", "CartPole-v1"), ("ALE/Pongg-v5", "ALE/Pong-v5")]
 )
