@@ -1,4 +1,4 @@
-"""Imports form layers (README, "Layout"): framework/ below agents/ below experiments/; inside
+"""Imports form layers (docs/design.md#layout): framework/ below agents/ below experiments/; inside
 framework/, the helpers (with the compiled crossing), the run folder's storage, the Agent
 interface, the parts, the learner and the loop, the drivers, and the runner on top; no circle
 anywhere; and agents know no files, no seeding and no scheduler. Read from the source, so a new

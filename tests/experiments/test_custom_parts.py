@@ -1,4 +1,4 @@
-"""A part of your own (README, "Parts"): a module beside your gin file, imported by the file's
+"""A part of your own (README): a module beside your gin file, imported by the file's
 `import` line, from another working folder: the command line trains with it (the console script
 parses as it does), `experiments.train` does, the parts catalogue lists and shows it
 (`--gin_file`), and an asynchronous driver's spawned worker builds its agent from it."""
