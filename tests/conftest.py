@@ -1,6 +1,8 @@
-"""Shared fixtures: every test starts and ends with an empty gin config."""
+"""Shared fixtures (every test starts and ends with an empty gin config; one Ray instance; the
+trained runs), each test's tier (tests/tiers.py) and, where CI asks, no unexplained skip."""
 
 import atexit
+import fnmatch
 import os
 import shutil
 import tempfile
@@ -18,6 +20,8 @@ import gin
 import pytest
 
 from framework.compiled import xla_cache
+from tests import tiers
+from tests.trained import TrainedRuns
 
 xla_cache.enable()
 
@@ -37,3 +41,81 @@ def local_ray():
     ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
     yield ray
     ray.shutdown()
+
+
+@pytest.fixture(scope="session")
+def trained_runs(tmp_path_factory) -> TrainedRuns:
+    """Short runs of every agent (tests/trained.py), each trained once per test process."""
+    return TrainedRuns(tmp_path_factory.mktemp("trained"))
+
+
+@pytest.hookimpl(tryfirst=True)  # before `-m` selects by the marks given here
+def pytest_collection_modifyitems(config, items):
+    """Marks each test with its one tier; a contradiction or a stale row stops the run."""
+    problems, modules = [], {}
+    for item in items:
+        path = item.path.relative_to(config.rootpath).as_posix()
+        modules[path] = item.module
+        marks = {mark.name for mark in item.iter_markers() if mark.name in tiers.TIERS}
+        name = getattr(item, "originalname", item.name)
+        try:
+            tier = tiers.tier_of(path, name, marks, item.fixturenames)
+        except tiers.TierError as error:
+            problems.append(f"{item.nodeid}: {error}")
+            continue
+        if tier not in marks:
+            item.add_marker(tier)
+    problems += tiers.rows_naming_nothing(config.rootpath, modules.items())
+    if problems:
+        raise pytest.UsageError("Test tiers (tests/tiers.py):\n  " + "\n  ".join(problems))
+
+
+# Skips that CI accepts (RLFRAME_REFUSE_SKIPS=1, as .ci/run sets): (test id pattern, the skip
+# reason's start, why the machine may lack it). Any other skip fails the run: a test extra's
+# package missing, say, must not pass unnoticed.
+ALLOWED_SKIPS = [
+    (
+        "tests/experiments/test_faults.py::*",
+        "cannot mount a small filesystem here",
+        "mounting a tmpfs needs root (CAP_SYS_ADMIN), which a CI runner may not have",
+    ),
+    (
+        "tests/framework/compiled/test_xla_cache.py::*",
+        "mounting a tmpfs is not permitted here",
+        "the same: a read-only or full cache folder is a small tmpfs",
+    ),
+    (
+        "tests/experiments/test_use_trained.py::*",
+        "root writes into a read-only folder",
+        "permission bits do not stop root; a --video path under a file is the case root meets",
+    ),
+]
+_refused_skips: list[str] = []
+
+
+def _skip_allowed(nodeid: str, reason: str) -> bool:
+    return any(
+        fnmatch.fnmatch(nodeid, pattern) and reason.startswith(start)
+        for pattern, start, _ in ALLOWED_SKIPS
+    )
+
+
+def pytest_runtest_logreport(report):
+    refusing = os.environ.get("RLFRAME_REFUSE_SKIPS") == "1"
+    if refusing and report.skipped and "PYTEST_XDIST_WORKER" not in os.environ:  # its controller
+        reason = report.longrepr[2] if isinstance(report.longrepr, tuple) else str(report.longrepr)
+        reason = reason.removeprefix("Skipped: ")
+        if not _skip_allowed(report.nodeid, reason):
+            _refused_skips.append(f"{report.nodeid}: {reason}")
+
+
+def pytest_terminal_summary(terminalreporter):
+    if _refused_skips:
+        terminalreporter.section("skips CI does not accept (tests/conftest.py's ALLOWED_SKIPS)")
+        for line in _refused_skips:
+            terminalreporter.line(line)
+
+
+def pytest_sessionfinish(session):
+    if _refused_skips and session.exitstatus == pytest.ExitCode.OK:
+        session.exitstatus = pytest.ExitCode.TESTS_FAILED

@@ -288,8 +288,8 @@ def _mount_tmpfs(mount_point, options: str):
     return mount_point
 
 
-def test_a_damaged_checkpoint_state_file_does_not_stop_a_resume(tmp_path):
-    experiments.train(BANDIT, TINY, str(tmp_path))
+def test_a_damaged_checkpoint_state_file_does_not_stop_a_resume(trained_runs, tmp_path):
+    trained_runs.copy("bandit", tmp_path)  # BANDIT trained with TINY
     for content in (b"", b"\x00\xff\xfe binary"):  # tf.train.CheckpointManager choked on these
         (tmp_path / "checkpoints" / "checkpoint").write_bytes(content)
         result = experiments.train(BANDIT, [*TINY[1:], "Runner.num_steps = 400"], str(tmp_path))
@@ -372,8 +372,8 @@ def test_a_really_full_disk_loses_nothing(small_filesystem):
     assert result.env_steps == 6000
 
 
-def test_a_folder_that_lost_its_checkpoints_is_never_silently_trained_again(tmp_path):
-    experiments.train(BANDIT, TINY, str(tmp_path))
+def test_a_folder_that_lost_its_checkpoints_is_never_silently_trained_again(trained_runs, tmp_path):
+    trained_runs.copy("bandit", tmp_path)  # BANDIT trained with TINY
     shutil.rmtree(tmp_path / "checkpoints")
     with pytest.raises(experiments.RunError) as raised:
         experiments.train(BANDIT, TINY, str(tmp_path))
@@ -384,8 +384,8 @@ def test_a_folder_that_lost_its_checkpoints_is_never_silently_trained_again(tmp_
     assert result.resumed_from is None and result.env_steps == 300
 
 
-def test_every_marker_missing_is_the_same_error_and_deletes_nothing(tmp_path):
-    experiments.train(BANDIT, TINY, str(tmp_path))
+def test_every_marker_missing_is_the_same_error_and_deletes_nothing(trained_runs, tmp_path):
+    trained_runs.copy("bandit", tmp_path)  # BANDIT trained with TINY
     for marker in glob.glob(str(tmp_path / "checkpoints" / "*.complete")):
         os.remove(marker)
     before = sorted(os.listdir(tmp_path / "checkpoints"))
@@ -417,9 +417,9 @@ def test_a_changed_config_is_named_when_the_checkpoint_does_not_fit(tmp_path):
     assert "+Runner.num_steps = 400" in diff and "No usable checkpoint in" in diff
 
 
-def test_a_checkpoint_of_the_format_before_the_one_runner_is_one_paragraph(tmp_path):
+def test_a_checkpoint_of_the_format_before_the_one_runner_is_one_paragraph(trained_runs, tmp_path):
     """A run folder of format 2 (before the runner took A3C's driver in) resumed by this code."""
-    experiments.train(BANDIT, TINY, str(tmp_path))
+    trained_runs.copy("bandit", tmp_path)  # BANDIT trained with TINY
     for marker in glob.glob(str(tmp_path / "checkpoints" / "*.complete")):
         with open(marker) as f:
             content = json.load(f)
@@ -467,8 +467,8 @@ def test_a_crash_inside_a_prune_is_finished_by_the_next_start(tmp_path, monkeypa
     assert steps_on_disk == {300, 400}  # never more than max_to_keep (+1 while saving)
 
 
-def test_metadata_records_the_last_checkpoint_outside_checkpoints(tmp_path):
-    experiments.train(BANDIT, TINY, str(tmp_path))
+def test_metadata_records_the_last_checkpoint_outside_checkpoints(trained_runs, tmp_path):
+    trained_runs.copy("bandit", tmp_path)  # BANDIT trained with TINY
     assert json.loads((tmp_path / "metadata.json").read_text())["last_checkpoint"] == 300
 
 
@@ -495,9 +495,8 @@ DAMAGED_RECORDS = [  # (file, content, what the paragraph says is wrong)
 ]
 
 
-def test_a_damaged_record_is_one_paragraph_that_loses_no_checkpoint(tmp_path):
-    trained = tmp_path / "trained"
-    experiments.train(BANDIT, TINY, str(trained))
+def test_a_damaged_record_is_one_paragraph_that_loses_no_checkpoint(trained_runs, tmp_path):
+    trained = trained_runs["bandit"]  # BANDIT trained with TINY
     for index, (record, content, what) in enumerate(DAMAGED_RECORDS):
         run = tmp_path / str(index)
         shutil.copytree(trained, run)
@@ -564,8 +563,8 @@ def test_a_damaged_best_snapshot_or_progress_table_is_set_aside_and_the_resume_g
         assert steps[-1] == 400 and steps[0] == (400 if "progress" in case else 100), case
 
 
-def test_a_missing_metadata_file_is_said_and_the_run_resumes(tmp_path, caplog):
-    experiments.train(BANDIT, TINY, str(tmp_path))
+def test_a_missing_metadata_file_is_said_and_the_run_resumes(trained_runs, tmp_path, caplog):
+    trained_runs.copy("bandit", tmp_path)  # BANDIT trained with TINY
     (tmp_path / "metadata.json").unlink()
     result = experiments.train(BANDIT, [*TINY[1:], "Runner.num_steps = 400"], str(tmp_path))
     assert result.resumed_from == 300
@@ -595,8 +594,8 @@ def test_a_full_disk_in_tensorflows_own_variable_save_is_one_paragraph(small_fil
     assert complete_steps(str(base_dir / "checkpoints")) == [2000]
 
 
-def test_a_checkpoint_whose_state_is_of_another_step_is_refused(tmp_path):
-    experiments.train(BANDIT, TINY, str(tmp_path))
+def test_a_checkpoint_whose_state_is_of_another_step_is_refused(trained_runs, tmp_path):
+    trained_runs.copy("bandit", tmp_path)  # BANDIT trained with TINY
     prefix = tmp_path / "checkpoints" / "ckpt-300"
     values = json.loads((prefix.parent / "ckpt-300.values.json").read_text())
     values["values"]["runner/env_steps"] = 200  # an edit, re-hashed so that it looks whole

@@ -1,7 +1,7 @@
 """Using what was trained: the best policy kept, a read-only load, evaluation that reproduces
 the logged one, exports that TensorFlow alone runs as `Policy.act` does, and bad input said.
 
-Every agent trains one short run (in this process) that the tests share.
+Every agent trains one short run (tests/trained.py, once per test process) that the tests share.
 """
 
 import json
@@ -20,81 +20,17 @@ from framework.export import export
 from framework.storage.event_reader import read_scalars
 from framework.storage.run_directory import RunDirectory
 from tests.experiments import cli
-
-SHORT = ["Runner.eval_episodes = 2", "Runner.log_interval = 100"]
-PONG = [
-    "make_atari_env.max_episode_steps = 60",
-    "ReplaySchedule.learning_starts = 100",
-    "FrameReplay.capacity = 1000",
-    "DQNAgent.eval_epsilon = 0.0",  # the export is the greedy policy
-]
-SMALL_PPO = [
-    "ShuffledMinibatches.n_epochs = 2",
-    "ShuffledMinibatches.batch_size = 64",
-    "Learner.jit_compile = False",
-]
-# name -> (gin file, bindings, environment steps, evaluation and checkpoint interval)
-RUNS = {
-    "reinforce": ("reinforce/cartpole.gin", [], 800, 200),
-    "dqn": ("dqn/cartpole.gin", ["ReplaySchedule.learning_starts = 300"], 1200, 300),
-    # C51's export differs: expected values from a categorical dueling head (PER besides).
-    "dqn_rainbow": (
-        "dqn/cartpole_rainbow.gin",
-        ["ReplaySchedule.learning_starts = 300"],
-        1200,
-        300,
-    ),
-    "dqn_pixels": ("dqn/pong.gin", PONG, 200, 100),
-    "td3_normalized": (  # DDPG/TD3, with observation statistics in the snapshot and export
-        "td3/pendulum.gin",
-        ["ReplaySchedule.learning_starts = 100", "make_env.wrappers = [@NormalizeObservation]"],
-        400,
-        200,
-    ),
-    "sac": (  # the export acts with the scaled tanh(mean)
-        "sac/pendulum.gin",
-        [
-            "networks.gaussian_actor_mlp.hidden_units = (32, 32)",
-            "networks.critic_mlp.hidden_units = (32, 32)",
-            "ReplaySchedule.batch_size = 32",
-        ],
-        400,
-        200,
-    ),
-    "a2c": ("a2c/cartpole.gin", [], 1600, 400),
-    "ppo": ("ppo/cartpole.gin", [*SMALL_PPO, "PPOAgent.n_steps = 16"], 1024, 256),
-    "ppo_gaussian_normalized": (  # PPO's Gaussian policy, with observation statistics
-        "ppo/pendulum.gin",
-        [*SMALL_PPO, "PPOAgent.n_steps = 32", "make_env.wrappers = [@NormalizeObservation]"],
-        512,
-        256,
-    ),
-    "nstep_q": ("a3c/cartpole_nstep_q.gin", [], 800, 400),
-    "a3c": ("a3c/cartpole.gin", [], 800, 400),
-}
-
+from tests.trained import AGENT_RUNS as RUNS
 
 CURVES: dict[str, dict[int, float]] = {}  # each run's eval returns, as training computed them
 
 
 @pytest.fixture(scope="module")
-def runs(tmp_path_factory) -> dict[str, str]:
-    """Each agent's short run: evaluations and checkpoints at the same steps, one pruned."""
-    folders = {}
-    for name, (gin_file, bindings, steps, interval) in RUNS.items():
-        folder = str(tmp_path_factory.mktemp(name))
-        cadence = [
-            f"Runner.num_steps = {steps}",
-            f"Runner.eval_interval = {interval}",
-            f"Runner.checkpoint_interval = {interval}",
-            "Runner.max_checkpoints_to_keep = 3",
-        ]
-        result = experiments.train(
-            [f"gin_configs/{gin_file}"], [*SHORT, *cadence, *bindings], folder
-        )
-        CURVES[name] = dict(result.eval_returns)
-        folders[name] = folder
-    return folders
+def runs(trained_runs) -> dict[str, str]:
+    """Each agent's short run (tests/trained.py): evaluations and checkpoints at the same steps,
+    one pruned."""
+    CURVES.update({name: trained_runs.curve(name) for name in RUNS})
+    return {name: trained_runs[name] for name in RUNS}
 
 
 def _files(folder: str) -> dict[str, tuple[int, int]]:
@@ -333,7 +269,7 @@ def _evaluate(*args: str) -> subprocess.CompletedProcess:
 
 
 def test_evaluate_prints_its_figures_records_and_logs_where_asked(runs, tmp_path):
-    folder = RunDirectory(runs["dqn"])
+    folder = RunDirectory(_copy(runs["dqn"], tmp_path))
     curve = folder.eval_curve()
     video = tmp_path / "video"
     completed = _evaluate(
@@ -359,7 +295,6 @@ def test_evaluate_prints_its_figures_records_and_logs_where_asked(runs, tmp_path
     scalars = read_scalars(os.path.join(folder.base_dir, "evaluations", logged))
     assert scalars["evaluate/episode_length"] == [(folder.best()["step"], 30.0)]
     assert folder.eval_curve() == curve  # the run's own curve reads none of it
-    shutil.rmtree(os.path.join(folder.base_dir, "evaluations"))  # the run, as the others see it
 
 
 def test_a_pong_video_shows_the_emulator_frames(runs, tmp_path):

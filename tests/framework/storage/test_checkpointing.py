@@ -47,8 +47,10 @@ def _damage(path: str, how: str) -> None:
         ("ckpt-{step}.complete", "garbage"),
     ],
 )
-def test_damaged_newest_checkpoint_falls_back_to_previous(tmp_path, pattern, how, caplog):
-    train(tmp_path, BANDIT, [*SHORT, "Runner.num_steps = 300"])
+def test_damaged_newest_checkpoint_falls_back_to_previous(
+    trained_runs, tmp_path, pattern, how, caplog
+):
+    trained_runs.copy("bandit", tmp_path)  # checkpoints at 100, 200 and 300
     checkpoints = tmp_path / "checkpoints"
     damaged = glob.glob(str(checkpoints / pattern.format(step=300)))[0]
     _damage(damaged, how)

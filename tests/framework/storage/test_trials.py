@@ -6,7 +6,6 @@ import json
 import pytest
 
 import agents  # noqa: F401  (the key reads defaults from the registered parts)
-import experiments
 import framework.runner  # noqa: F401
 from framework.storage.run_directory import RunDirectory
 from framework.storage.trials import trial_of
@@ -49,9 +48,8 @@ def test_a_config_is_one_trial_however_printed_and_another_when_it_changes(chang
     assert (_key(changed) == _key(BASE)) is same
 
 
-def test_a_recorded_key_is_the_key_of_the_run_folders_config(tmp_path):
-    bindings = ["Runner.num_steps = 60", "Runner.eval_interval = 60", "Runner.eval_episodes = 1"]
-    experiments.train(["gin_configs/reinforce/bandit.gin"], bindings, str(tmp_path), seed=3)
+def test_a_recorded_key_is_the_key_of_the_run_folders_config(trained_runs, tmp_path):
+    trained_runs.copy("bandit", tmp_path)
     folder = RunDirectory(str(tmp_path))
     recorded = folder.trial_key()
     assert recorded == _key(folder.read_config())
