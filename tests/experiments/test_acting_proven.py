@@ -21,6 +21,7 @@ import keras
 
 @gin.configurable
 def normalized_mlp(input_shape, num_outputs, hidden_units=(64, 64)):
+    """`networks.mlp` with a LayerNormalization after each hidden layer, its names kept."""
     inputs = keras.Input(shape=tuple(input_shape), dtype="float32")
     features = inputs
     for index, units in enumerate(hidden_units):

@@ -105,6 +105,7 @@ def test_mujocos_model_warnings_are_debug_lines_and_its_simulations_warnings(mon
     mujoco = _FakeMuJoCo()
     monkeypatch.setitem(sys.modules, "mujoco", mujoco)
     caplog.set_level(logging.DEBUG)
+    caplog.set_level(logging.DEBUG, logger="absl")  # whatever level an earlier test left it at
 
     with console.mujoco_model_warnings_quiet():  # gymnasium builds the environment
         mujoco.warn("compiler attribute 'settotalmass' is deprecated")
