@@ -1,9 +1,10 @@
 """A user's folder is a name, never a pattern: its files found by a pattern of their names alone.
 
-`glob.glob(os.path.join(folder, "ckpt-*"))` reads the folder's own `[`, `]`, `*` and `?` as
-pattern characters: in a `--base_dir` of `runs/lr[0.01]` it matched nothing, and a finished run
-started again trained from step 0 over its own history. TensorFlow's checkpoint reader does the
-same with the path it is given; `tensorflow_readable` gives it one without them.
+A pattern joined onto the folder's path (the folder, then `ckpt-*`) reads the folder's own `[`,
+`]`, `*` and `?` as pattern characters: in a `--base_dir` of `runs/lr[0.01]` it matched nothing,
+and a finished run started again trained from step 0 over its own history. TensorFlow's
+checkpoint reader does the same with the path it is given; `tensorflow_readable` gives it one
+without them.
 """
 
 import contextlib
