@@ -253,6 +253,7 @@ def train_prepared(prepared: PreparedRun) -> TrainResult:
 
     from experiments import resuming
     from framework import config
+    from framework.compiled import threads
     from framework.loop import InfoKeyError
     from framework.runner import NonFiniteError, Stopped
     from framework.storage import trials
@@ -293,6 +294,7 @@ def train_prepared(prepared: PreparedRun) -> TrainResult:
             REQUESTS.check_start_up()
             trial = trials.trial_of(gin.operative_config_str())
             metadata = config.run_metadata(prepared.command, runner.seed, trial.key)
+            metadata |= threads.settings()  # what a speed figure of this run depends on
             folder.record_start(gin.operative_config_str(), metadata, resumed_from)
             texts = {
                 "config": gin.markdown(gin.operative_config_str()),

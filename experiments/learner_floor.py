@@ -17,11 +17,14 @@ call's overhead included, its first call's tracing and compilation not).
 import tempfile
 import time
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from absl import app, flags
 
 from experiments import quiet
+
+if TYPE_CHECKING:
+    from experiments import op_timing
 
 FLAGS = flags.FLAGS
 flags.DEFINE_string("gin_file", "gin_configs/dqn/cartpole_rlzoo.gin", "A DQN or SAC config.")
@@ -205,9 +208,20 @@ def measure(gin_file: str, calls: int, in_loop_steps: int = 0, rounds: int = 5) 
             seconds[name] += time.perf_counter() - start
     for name in runs:
         figures[f"{name}_us_per_step"] = seconds[name] / (rounds * per_round * steps) * 1e6
+    hardware = hardware_floor_of(agent, max(2, min(calls, 20)))
+    figures["hardware_floor_us_per_step"] = 1e6 * hardware.seconds
+    figures["step_mflop"] = hardware.flops / 1e6
     if in_loop_steps:
         figures.update(in_loop(gin_file, in_loop_steps))
     return figures
+
+
+def hardware_floor_of(agent, calls: int) -> "op_timing.Floor":
+    """The learner's step at this machine's rates for its own products (`op_timing.py`)."""
+    from experiments import op_census, op_timing
+
+    census, weights, steps_per_call = op_census.of_learner(agent.learner)
+    return op_timing.floor_of(census, weights, steps_per_call, calls)
 
 
 def in_loop(gin_file: str, num_steps: int) -> dict[str, float]:
@@ -237,6 +251,12 @@ def main(argv: list[str]) -> None:
         f"(first call {figures['learner_first_call_s']:.2f} s), hand-written fused floor "
         f"{floor:.0f} us (first call {figures['floor_first_call_s']:.2f} s); learner / floor = "
         f"{figures['learner_us_per_step'] / floor:.2f}"
+    )
+    hardware = figures["hardware_floor_us_per_step"]
+    print(
+        f"hardware floor ({figures['step_mflop']:.1f} MFLOP of products a step, each at this "
+        f"machine's rate for its shape: experiments.hardware_floor) {hardware:.0f} us; hardware "
+        f"floor / learner = {hardware / figures['learner_us_per_step']:.0%}"
     )
     if "in_loop_learner_us_per_step" in figures:
         learner = figures["in_loop_learner_us_per_step"]

@@ -577,7 +577,8 @@ def when_due(
     outputs, extras = [], {}
     for group, update in zip(groups, updates, strict=True):
         run = functools.partial(update, dict(extras))
-        due = run() if group.every == 1 else _when(tf.equal(step % group.every, 0), run)
+        with tf.name_scope(group.name or "update"):  # a profile's and an op census's grouping
+            due = run() if group.every == 1 else _when(tf.equal(step % group.every, 0), run)
         outputs.append(due[0])
         extras[group.name] = due[1]
     return outputs, extras

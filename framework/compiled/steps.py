@@ -92,6 +92,7 @@ class TracedCall:
         self._call: Callable | None = None  # the traced function, once the first call traced it
         self.first_call_seconds = 0.0  # tracing and XLA included
         self.first_call_steps = 0
+        self.first_call_spec: Any = None  # what crossed at the first call, shapes and all
 
     def __call__(self, batches: Any) -> Any:
         if not self._has_signature:
@@ -111,8 +112,20 @@ class TracedCall:
             _raise_cache_failure_explained(error)
         self.first_call_seconds = time.perf_counter() - start
         self.first_call_steps = len(tf.nest.flatten(batches)[0])
+        self.first_call_spec = tf.nest.map_structure(
+            lambda x: tf.TensorSpec(x.shape, tf.as_dtype(x.dtype)), batches
+        )
         xla_cache.record_new_entries()  # the program XLA just wrote, if it compiled one
         return outputs
+
+    def traced_at_first_call_shapes(self) -> tf.types.experimental.ConcreteFunction:
+        """The same computation traced again at the shapes of the first call's batch (its spec
+        leaves some open), for a reader of its graph that needs every shape
+        (`experiments/op_census.py`)."""
+        if self.first_call_spec is None:
+            raise ValueError("TracedCall: not called yet; its batch shapes are not known.")
+        function = tf.function(self.function.python_function, autograph=False)
+        return function.get_concrete_function(self.first_call_spec)
 
     @property
     def tracing_count(self) -> int:

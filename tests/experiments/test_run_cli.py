@@ -287,6 +287,9 @@ def test_run_writes_config_and_metadata(cli):
     assert str(metadata["seed"]) == "3"
     for package in ("tensorflow", "gymnasium", "gin-config"):
         assert metadata[package] == importlib.metadata.version(package), package
+    # What its speed depends on: TensorFlow's thread counts and the variables that set them.
+    assert metadata["tf_intra_op_threads"].split()[0].isdigit()
+    assert metadata["XLA_FLAGS"] == os.environ.get("XLA_FLAGS", "unset")
 
 
 def test_run_leaves_a_complete_checkpoint(cli):

@@ -1,0 +1,25 @@
+"""The hardware-floor report trains a config, finds its learner's products and sets the
+learner's in-loop time beside their floor."""
+
+import re
+
+from experiments import hardware_floor
+
+
+def test_the_report_puts_the_learner_beside_the_floor_of_its_own_products():
+    bindings = [
+        "ReplaySchedule.learning_starts = 100",
+        "ReplaySchedule.train_freq = 50",
+        "ReplaySchedule.gradient_steps = 4",
+    ]
+    text = hardware_floor.report("gin_configs/dqn/cartpole_rlzoo.gin", bindings, 400, calls=2)
+    # The 256x256 MLP at batch 64: x W for the online and the target network, and its gradients.
+    assert "MatMul [64, 256] x [256, 256]" in text
+    found = re.search(r"step: ([\d.]+) MFLOP; floor ([\d.]+) ms .* = (\d+)% of the floor", text)
+    assert found, text
+    # Multiply-adds a sample: the online and the target network forward (2 x 67,072 for the
+    # 4-256-256-2 layers), every kernel's gradient (67,072) and the inputs' gradients of the
+    # upper two layers (65,536 + 512); times 2 FLOPs, times 64 samples.
+    assert found[1] == f"{2 * 64 * (3 * 67_072 + 65_536 + 512) / 1e6:.1f}"
+    assert float(found[2]) > 0 and int(found[3]) > 0
+    assert "intra-op" in text and "peak memory" in text
