@@ -32,6 +32,7 @@ FIXTURES = {
 # A file whose tests share one tier, save those that `TESTS` names.
 FILES = {
     "tests/experiments/test_custom_parts.py": "process",
+    "tests/experiments/test_mujoco.py": "integration",
     "tests/experiments/test_resume.py": "process",
     "tests/experiments/test_run_cli.py": "process",
     "tests/experiments/test_run_records.py": "integration",
@@ -112,6 +113,10 @@ _PROCESS = {
         "test_default_config_trains_from_a_non_editable_install",
     ],
     "tests/experiments/test_learner_floor.py": ["test_the_command_runs_in_a_process_of_its_own"],
+    "tests/experiments/test_mujoco.py": [
+        "test_a_trained_halfcheetah_is_recorded_as_video_without_a_display",
+        "test_a_renderer_that_cannot_start_is_one_paragraph",
+    ],
     "tests/experiments/test_parts.py": ["test_command_line"],
     "tests/experiments/test_reproduce_results.py": [
         "test_the_active_virtual_environments_interpreter_runs_every_sweep",
