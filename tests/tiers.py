@@ -121,6 +121,9 @@ _PROCESS = {
     "tests/experiments/test_reproduce_results.py": [
         "test_the_active_virtual_environments_interpreter_runs_every_sweep",
         "test_python_wins_and_one_without_the_package_stops_the_script_at_once",
+        "test_the_mujoco_results_run_alone_at_their_lengths_and_seeds",
+        "test_a_part_that_does_not_exist_is_refused_before_anything_runs",
+        "test_the_classic_results_alone_need_no_mujoco",
     ],
     "tests/experiments/test_run_records.py": [
         "test_the_recorded_command_pasted_elsewhere_reproduces_the_run"

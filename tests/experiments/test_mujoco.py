@@ -25,6 +25,7 @@ CONFIGS = [
     "sac/walker2d.gin",
     "td3/halfcheetah.gin",
     "td3/hopper.gin",
+    "td3/walker2d.gin",
 ]
 STEPS = 256
 SHORT = [
