@@ -9,10 +9,10 @@
 # mujoco (the mujoco extra): PPO on HalfCheetah and Hopper at the configs' 1M steps over 3
 # seeds; SAC and TD3 on them at 300k of their 1M steps over 2 seeds; Walker2d at 300k, one seed
 # per agent: results_dir/<family>_<config>_<steps>/, then each task's agents analysed together
-# in results_dir/mujoco_<task>/. About 9 hours on 2 cores, estimated from in-loop steps/s
-# measured under nice on a shared machine (PPO ~1,200 steps/s: 14 minutes a 1M run; SAC ~75
-# and TD3 ~40: 1 and 2 hours a 300k run; two runs at a time); SAC or TD3 at 1M steps take about
-# 4 and 7 hours a run.
+# in results_dir/mujoco_<task>/. About 10 hours on 2 cores, estimated from in-loop steps/s
+# measured over 2k steps under nice on a shared machine (PPO ~1,200 steps/s: about 15 minutes
+# a 1M run; SAC ~75-100 and TD3 ~50-60: about 1 and 1.5 hours a 300k run alone, more where two
+# share the cores); SAC and TD3 at their 1M steps take about 3-4 and 5 hours a run.
 # A stopped script started again skips the finished runs and resumes the others.
 #
 # The interpreter: $PYTHON where set; else the active virtual environment's ($VIRTUAL_ENV, as
