@@ -53,6 +53,7 @@ class FramesDrawnApart(gym.Wrapper):
             os.environ.get("DISPLAY") or os.environ.get("WAYLAND_DISPLAY")
         ):
             child_environment.setdefault("MUJOCO_GL", "egl")
+        self._backend = child_environment.get("MUJOCO_GL", "glfw (MuJoCo's default)")
         self._child = subprocess.Popen(
             [sys.executable, "-m", "experiments.mujoco_frames"],
             stdin=subprocess.PIPE,
@@ -79,10 +80,9 @@ class FramesDrawnApart(gym.Wrapper):
             code = self._child.wait()
             raise RunError(
                 f"The process drawing MuJoCo's frames ended (exit code {code}; its error "
-                "above). It draws with MUJOCO_GL="
-                f"{os.environ.get('MUJOCO_GL', 'egl where there is no display')}: EGL needs "
-                "libEGL (Mesa's libegl1); set MUJOCO_GL to glfw (a display) or osmesa "
-                "(libOSMesa) to draw otherwise."
+                f"above). It drew with MUJOCO_GL={self._backend}: egl needs libEGL (Mesa's "
+                "libegl1), glfw a display, osmesa libOSMesa; set MUJOCO_GL to the one this "
+                "machine has."
             )
         return frame
 
@@ -97,7 +97,9 @@ def main() -> None:
     """The child: builds the environment it is sent, then draws each state it is sent."""
     from framework.parts.environments import make_env
 
-    source, sink = sys.stdin.buffer, sys.stdout.buffer
+    source = sys.stdin.buffer
+    sink = os.fdopen(os.dup(1), "wb")  # the frames' own: whatever else prints goes to stderr
+    os.dup2(2, 1)
     env_id, kwargs = pickle.load(source)
     env = make_env(env_id, env_kwargs=kwargs, render_mode="rgb_array")
     env.reset(seed=0)
