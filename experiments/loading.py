@@ -174,7 +174,9 @@ def _environment(env_factory: Any, render_mode: str | None) -> "gym.Env":
             "window needs: make_env and make_atari_env pass it to gymnasium; a factory of your "
             "own needs a `render_mode=None` parameter that it hands to gymnasium.make."
         )
-    return _built(lambda: env_factory(render_mode=render_mode))
+    import experiments.mujoco_frames as mujoco_frames  # here: its child imports this package
+
+    return mujoco_frames.drawn_apart(_built(lambda: env_factory(render_mode=render_mode)))
 
 
 def _check_spaces(env: "gym.Env", spaces: tuple) -> None:

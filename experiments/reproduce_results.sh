@@ -1,17 +1,26 @@
 #!/usr/bin/env bash
-# docs/results.md: every shipped config except Pong (days on a CPU), swept over 5 seeds and
-# analysed.
-#   bash experiments/reproduce_results.sh [results_dir]
-# Each config: results_dir/<family>_<config>/ (run folders, sweep.json) and its analysis/
-# (trials.md, trials.csv, learning_curves.png). About 2 hours on 2 quiet cores, estimated (A3C's
-# and PPO Acrobot's 1M steps a seed, and SAC's gradient step at every environment step, take
-# most of it; A3C's 4 worker threads use both cores, so its seeds run one at a time).
+# docs/results.md: every shipped config except Pong (days on a CPU), analysed.
+#   bash experiments/reproduce_results.sh [results_dir] [all | classic | mujoco]
+# classic: every config but Pong's and MuJoCo's, over 5 seeds: results_dir/<family>_<config>/
+# (run folders, sweep.json) and its analysis/ (trials.md, trials.csv, learning_curves.png). About
+# 2 hours on 2 quiet cores, estimated (A3C's and PPO Acrobot's 1M steps a seed, and SAC's
+# gradient step at every environment step, take most of it; A3C's 4 worker threads use both
+# cores, so its seeds run one at a time).
+# mujoco (the mujoco extra): PPO on HalfCheetah and Hopper at the configs' 1M steps over 3
+# seeds; SAC and TD3 on them at 300k of their 1M steps over 2 seeds; Walker2d at 300k, one seed
+# per agent: results_dir/<family>_<config>_<steps>/, then each task's agents analysed together
+# in results_dir/mujoco_<task>/. About 10 hours on 2 cores, estimated from in-loop steps/s
+# measured over 2k steps under nice on a shared machine (PPO ~1,200 steps/s: about 15 minutes
+# a 1M run; SAC ~75-100 and TD3 ~50-60: about 1 and 1.5 hours a 300k run alone, more where two
+# share the cores); SAC and TD3 at their 1M steps take about 3-4 and 5 hours a run.
+# A stopped script started again skips the finished runs and resumes the others.
 #
 # The interpreter: $PYTHON where set; else the active virtual environment's ($VIRTUAL_ENV, as
 # `source .venv/bin/activate` sets it); else the repository's own .venv (the README's quick
 # start makes it); else python3 on the PATH. Not a bare `python`, which outside a virtual
 # environment is another interpreter, or none. It must import this package and its analysis
-# extra (pip install -e '.[analysis]'), which is checked before anything runs.
+# extra (pip install -e '.[analysis]'), and for the MuJoCo part the mujoco extra too, which is
+# checked before anything runs.
 set -euo pipefail
 out=${1:-results}
 repository=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -24,10 +33,20 @@ elif [[ -x $repository/.venv/bin/python ]]; then
 else
   python=python3
 fi
-if ! "$python" -c 'import experiments.sweep, pandas, matplotlib, rliable' 2>/dev/null; then
-  echo "reproduce_results.sh: $python cannot import experiments with its analysis extra" \
-    "(pandas, matplotlib, rliable): run pip install -e '.[analysis]' with it, or set PYTHON" \
-    "to an interpreter that has them." >&2
+which=${2:-all}
+case $which in
+  all) needs=', mujoco' extras='analysis,mujoco' ;;
+  classic) needs='' extras='analysis' ;;
+  mujoco) needs=', mujoco' extras='analysis,mujoco' ;;
+  *)
+    echo "reproduce_results.sh: '$which' is not a part of the results: give all, classic or" \
+      "mujoco." >&2
+    exit 2
+    ;;
+esac
+if ! "$python" -c "import experiments.sweep, pandas, matplotlib, rliable$needs" 2>/dev/null; then
+  echo "reproduce_results.sh: $python cannot import experiments with its extras ($extras):" \
+    "run pip install -e '.[$extras]' with it, or set PYTHON to an interpreter that has them." >&2
   exit 1
 fi
 echo "reproduce_results.sh: running $python" >&2
@@ -40,9 +59,51 @@ declare -A threshold=(
   [ppo/pendulum]=-200 [ppo/acrobot]=-100
 )
 declare -A parallel=([a3c/cartpole]=1)
-for config in "${!threshold[@]}"; do
-  folder="$out/${config/\//_}"
-  "$python" -m experiments.sweep --gin_file="gin_configs/$config.gin" --seeds=5 \
-    --base_dir="$folder" ${parallel[$config]:+--parallel=${parallel[$config]}}
-  "$python" -m experiments.analyze "$folder" --threshold="${threshold[$config]}"
-done
+
+classic() {
+  for config in "${!threshold[@]}"; do
+    folder="$out/${config/\//_}"
+    "$python" -m experiments.sweep --gin_file="gin_configs/$config.gin" --seeds=5 \
+      --base_dir="$folder" ${parallel[$config]:+--parallel=${parallel[$config]}}
+    "$python" -m experiments.analyze "$folder" --threshold="${threshold[$config]}"
+  done
+}
+
+# config, seeds, environment steps (and as the folder names them), threshold: the issue's bar
+# for PPO (HalfCheetah 3,000, Hopper 1,800 at 1M) and for SAC and TD3 (5,000 and 2,000 at
+# 300k); 3,000 on Walker2d.
+mujoco_runs='
+ppo/halfcheetah 3 1000000 1M 3000
+ppo/hopper 3 1000000 1M 1800
+sac/halfcheetah 2 300000 300k 5000
+sac/hopper 2 300000 300k 2000
+td3/halfcheetah 2 300000 300k 5000
+td3/hopper 2 300000 300k 2000
+ppo/walker2d 1 300000 300k 3000
+sac/walker2d 1 300000 300k 3000
+td3/walker2d 1 300000 300k 3000
+'
+
+mujoco() {
+  local config seeds steps label bar folder task
+  while read -r config seeds steps label bar; do
+    [[ -n $config ]] || continue
+    folder="$out/${config/\//_}_$label"
+    "$python" -m experiments.sweep --gin_file="gin_configs/$config.gin" --seeds="$seeds" \
+      --gin_bindings="Runner.num_steps = $steps" --base_dir="$folder"
+    "$python" -m experiments.analyze "$folder" --threshold="$bar"
+  done <<<"$mujoco_runs"
+  for task in halfcheetah hopper walker2d; do  # the agents' curves on one plot, per task
+    "$python" -m experiments.analyze "$out"/{ppo,sac,td3}_"$task"_* \
+      --output_dir="$out/mujoco_$task"
+  done
+}
+
+case $which in  # each a command of its own: set -e stops inside it (not so in `a && b`)
+  all)
+    classic
+    mujoco
+    ;;
+  classic) classic ;;
+  mujoco) mujoco ;;
+esac

@@ -2,11 +2,11 @@
 
 A checkpoint taken in the middle of episodes only resumes bitwise when everything that decides the
 next step comes back: physics arrays, `np_random` generator states, wrapper counters and frame
-buffers, the vector env's pending autoresets and the Atari emulator. The state is kept as data
-(arrays, numbers, generator states, the emulator's own serialization) because a pickled
-checkpoint runs code when it is loaded; pickle is only the fallback for an attribute that is
-not data, and `how_saved` tells the caller at start where even that fails, so it can plan to
-start new episodes on resume instead.
+buffers, the vector env's pending autoresets, the Atari emulator and the MuJoCo simulation. The
+state is kept as data (arrays, numbers, generator states, the emulator's own serialization,
+MuJoCo's state vector) because a pickled checkpoint runs code when it is loaded; pickle is only
+the fallback for an attribute that is not data, and `how_saved` tells the caller at start where
+even that fails, so it can plan to start new episodes on resume instead.
 
 `capture` walks the wrapper chain (`env`, `env.env`, ..., `env.unwrapped`) and takes each layer's
 own attributes except configuration (spaces, the env spec, constructor records). Its result is a
@@ -49,7 +49,31 @@ _VECTOR_FIELDS = (
     "_truncations",
 )
 _BIT_GENERATORS = frozenset({"PCG64", "PCG64DXSM", "MT19937", "Philox", "SFC64"})
-_RANK = {"data": 0, "ale": 0, "pickle": 1, "none": 2}
+_RANK = {"data": 0, "ale": 0, "mujoco": 0, "pickle": 1, "none": 2}
+_SIMULATORS = {  # how `how_saved` describes the kinds that are a simulator's own state
+    "ale": "the Atari emulator as ALE's own serialized state",
+    "mujoco": "the MuJoCo simulation as its integration state",
+}
+# MuJoCo's whole integration state (`mj_getState`): time, positions, velocities, actuator
+# activations, delay histories, the solver's warm start, controls, applied forces, equality
+# flags, mocap poses, user data and plugin state, all a step starts from.
+_MUJOCO_SPEC = "mjSTATE_INTEGRATION"
+# What gymnasium's MuJoCo environments read of a step's results besides the state. A step
+# recomputes them, but some environments read them before stepping (Ant's and Reacher's body
+# positions, Humanoid's centre of mass for its velocity), where they are the last step's: they
+# are saved with the state, which alone would leave them as the first reset computed them.
+_MUJOCO_RESULTS = (
+    "xpos",
+    "xipos",
+    "site_xpos",
+    "cinert",
+    "cvel",
+    "cfrc_ext",
+    "qfrc_actuator",
+    "qfrc_constraint",
+    "ten_length",
+    "ten_velocity",
+)
 
 
 class EnvStateError(ValueError):
@@ -102,11 +126,11 @@ def how_saved(env: gymnasium.Env | gymnasium.vector.VectorEnv) -> tuple[str, str
 
     Call it after the env's first reset (some attributes only exist from then on).
     """
-    worst, culprit, has_ale = "data", None, False
+    worst, culprit, kinds = "data", None, set()
     for where, layer in _layers(env):
         for name, value in _attributes(layer).items():
             kind = _attribute_kind(value)
-            has_ale |= kind == "ale"
+            kinds.add(kind)
             if _RANK[kind] > _RANK[worst]:
                 worst, culprit = kind, f"attribute {name!r} of {where} holds a {_type_name(value)}"
     if worst == "none":
@@ -116,8 +140,9 @@ def how_saved(env: gymnasium.Env | gymnasium.vector.VectorEnv) -> tuple[str, str
         )
     if worst == "pickle":
         return worst, f"The {culprit}, which is not data, so it is saved with pickle."
-    emulator = " (the Atari emulator as ALE's own serialized state)" if has_ale else ""
-    return worst, f"Every layer of {_describe(env)} holds only data{emulator}."
+    simulators = "; ".join(text for kind, text in _SIMULATORS.items() if kind in kinds)
+    saved_as = f" ({simulators})" if simulators else ""
+    return worst, f"Every layer of {_describe(env)} holds only data{saved_as}."
 
 
 def capture(env: gymnasium.Env | gymnasium.vector.VectorEnv) -> dict[str, Any]:
@@ -182,6 +207,11 @@ def _config_attributes(layer: Any) -> frozenset[str]:
     ale_py = sys.modules.get("ale_py")
     if ale_py is not None and isinstance(layer, ale_py.env.AtariEnv):
         names.add("_action_set")  # ale_py.Action enums: the ROM's minimal action set.
+    mujoco_env = sys.modules.get("gymnasium.envs.mujoco.mujoco_env")
+    if mujoco_env is not None and isinstance(layer, mujoco_env.MujocoEnv):
+        # The model, compiled from the environment's XML as it is built (one that changes its
+        # model as it runs keeps what it changed in attributes of its own), and the renderer.
+        names |= {"model", "mujoco_renderer"}
     return frozenset(names)
 
 
@@ -218,11 +248,18 @@ def _is_ale(value: Any) -> bool:
     return ale_py is not None and isinstance(value, ale_py.ALEInterface)
 
 
+def _is_mujoco(value: Any) -> bool:
+    mujoco = sys.modules.get("mujoco")
+    return mujoco is not None and isinstance(value, mujoco.MjData)
+
+
 def _attribute_kind(value: Any) -> str:
     if _is_data(value):
         return "data"
     if _is_ale(value):
         return "ale"
+    if _is_mujoco(value):
+        return "mujoco"
     try:
         pickle.dumps(value)
     except Exception:
@@ -265,12 +302,27 @@ def _capture_attribute(layer: Any, name: str, value: Any) -> Any:
         return _encode(value)
     if kind == "ale":  # Emulator, sticky-action RNG included; ALE's own binary serialization.
         return {KIND: "ale", "state": _bytes_array(value.cloneState(include_rng=True).serialize())}
+    if kind == "mujoco":
+        return {KIND: "mujoco", **_mujoco_state(value)}
     if kind == "pickle":
         return {KIND: "pickle", "bytes": _bytes_array(pickle.dumps(value))}
     raise TypeError(
         f"Cannot capture attribute {name!r} of {type(layer).__name__}: it holds a "
         f"{_type_name(value)}, which is neither data nor picklable (see how_saved)."
     )
+
+
+def _mujoco_state(data: Any) -> dict[str, Any]:
+    """An MjData's integration state (float64, MuJoCo's own layout) and its last step's results."""
+    mujoco = sys.modules["mujoco"]
+    spec = getattr(mujoco.mjtState, _MUJOCO_SPEC)
+    state = np.empty(mujoco.mj_stateSize(data.model, spec), np.float64)
+    mujoco.mj_getState(data.model, data, state, spec)
+    return {
+        "spec": _MUJOCO_SPEC,
+        "state": state,
+        "results": {name: getattr(data, name).copy() for name in _MUJOCO_RESULTS},
+    }
 
 
 def _encode(value: Any) -> Any:
@@ -387,6 +439,8 @@ def _attribute_restorer(
     if kind == "ale":
         ale_state = sys.modules["ale_py"].ALEState(_tagged(saved, "ale", where)["state"].tobytes())
         return lambda: current.restoreState(ale_state)
+    if kind == "mujoco":
+        return _mujoco_restorer(current, _tagged(saved, "mujoco", where), f"{name!r} of {where}")
     if kind == "pickle":  # Only where this env's own structure needs pickle, never otherwise.
         value = pickle.loads(_tagged(saved, "pickle", where)["bytes"].tobytes())
         return lambda: setattr(layer, name, value)
@@ -398,6 +452,32 @@ def _attribute_restorer(
         # In place: a buffer handed out without copying (e.g. `copy=False`) shows the state.
         return lambda: np.copyto(current, value)
     return lambda: setattr(layer, name, value)
+
+
+def _mujoco_restorer(data: Any, saved: dict, where: str) -> Callable[[], None]:
+    """Checks a saved MuJoCo state against `data`'s model; returns what writes it into `data`."""
+    mujoco = sys.modules["mujoco"]
+    spec_name = _field(saved, "spec", where)
+    if spec_name != _MUJOCO_SPEC:
+        raise _mismatch(f"{where} holds MuJoCo's {_MUJOCO_SPEC} but the state has {spec_name!r}")
+    spec = getattr(mujoco.mjtState, _MUJOCO_SPEC)
+    state = np.array(_field(saved, "state", where), np.float64)
+    size = mujoco.mj_stateSize(data.model, spec)
+    results = _field(saved, "results", where)
+    shapes = {name: getattr(data, name).shape for name in _MUJOCO_RESULTS}
+    saved_shapes = {name: np.shape(value) for name, value in results.items()}
+    if state.shape != (size,) or saved_shapes != shapes:
+        raise _mismatch(
+            f"the MuJoCo state of {where} has {state.size} numbers and results shaped "
+            f"{saved_shapes}, but this model's has {size} and {shapes}: another model"
+        )
+
+    def apply() -> None:
+        mujoco.mj_setState(data.model, data, state, spec)
+        for name in _MUJOCO_RESULTS:
+            np.copyto(getattr(data, name), results[name])
+
+    return apply
 
 
 def _fits_in_place(current: Any, value: Any) -> bool:

@@ -33,6 +33,7 @@ FIXTURES = {
 FILES = {
     "tests/experiments/test_custom_parts.py": "process",
     "tests/experiments/test_hardware_floor.py": "integration",
+    "tests/experiments/test_mujoco.py": "integration",
     "tests/experiments/test_resume.py": "process",
     "tests/experiments/test_run_cli.py": "process",
     "tests/experiments/test_run_records.py": "integration",
@@ -113,10 +114,17 @@ _PROCESS = {
         "test_default_config_trains_from_a_non_editable_install",
     ],
     "tests/experiments/test_learner_floor.py": ["test_the_command_runs_in_a_process_of_its_own"],
+    "tests/experiments/test_mujoco.py": [
+        "test_a_trained_halfcheetah_is_recorded_as_video_without_a_display",
+        "test_a_renderer_that_cannot_start_is_one_paragraph",
+    ],
     "tests/experiments/test_parts.py": ["test_command_line"],
     "tests/experiments/test_reproduce_results.py": [
         "test_the_active_virtual_environments_interpreter_runs_every_sweep",
         "test_python_wins_and_one_without_the_package_stops_the_script_at_once",
+        "test_the_mujoco_results_run_alone_at_their_lengths_and_seeds",
+        "test_a_part_that_does_not_exist_is_refused_before_anything_runs",
+        "test_the_classic_results_alone_need_no_mujoco",
     ],
     "tests/experiments/test_run_records.py": [
         "test_the_recorded_command_pasted_elsewhere_reproduces_the_run"

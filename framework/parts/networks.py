@@ -318,22 +318,27 @@ def actor_critic_mlp(
     activation: str = "tanh",
     shared_torso: bool = False,
     orthogonal_init: bool = True,
+    torch_init: bool = False,
 ) -> keras.Model:
     """`model(s) -> (logits [B, A], value [B])`: a softmax policy and V(s) in one model.
 
     `shared_torso`: one dense torso (`torso_i`) feeds both heads; else two (`policy_i`,
     `value_i`), as Stable-Baselines3's MlpPolicy. `orthogonal_init` (the A2C/PPO baselines):
     orthogonal kernels with gain sqrt(2) in the torsos, 0.01 for the logits (a near-uniform
-    initial policy) and 1 for the value, zero biases; else Glorot.
+    initial policy) and 1 for the value, zero biases. Else `torch_init`: torch.nn.Linear's
+    own initialisation, kernels and biases uniform in +-1/sqrt(fan_in), which SB3 keeps with
+    `ortho_init=False` (RL-Zoo's PPO on MuJoCo); else Keras's Glorot-uniform kernels and zero
+    biases.
     """
     return _actor_critic(
         "actor_critic_mlp",
         input_shape,
-        lambda features, dense: dense(num_actions, 0.01, "logits")(features),
+        lambda features, dense: dense(features, num_actions, 0.01, "logits"),
         hidden_units,
         activation,
         shared_torso,
         orthogonal_init,
+        torch_init,
     )
 
 
@@ -345,6 +350,7 @@ def gaussian_actor_critic_mlp(
     activation: str = "tanh",
     shared_torso: bool = False,
     orthogonal_init: bool = True,
+    torch_init: bool = False,
     log_std_init: float = 0.0,
 ) -> keras.Model:
     """`model(s) -> ((mean [B, D], log_std [B, D]), value [B])`: a diagonal Gaussian policy
@@ -353,7 +359,7 @@ def gaussian_actor_critic_mlp(
     0.01). The agent clips samples to the action bounds for the environment."""
 
     def policy_head(features, dense):
-        mean = dense(action_dim, 0.01, "mean")(features)
+        mean = dense(features, action_dim, 0.01, "mean")
         return mean, StateIndependentLogStd(log_std_init, name="log_std")(mean)
 
     return _actor_critic(
@@ -364,6 +370,7 @@ def gaussian_actor_critic_mlp(
         activation,
         shared_torso,
         orthogonal_init,
+        torch_init,
     )
 
 
@@ -396,6 +403,7 @@ def _actor_critic(
     activation: str,
     shared_torso: bool,
     orthogonal_init: bool,
+    torch_init: bool,
 ) -> keras.Model:
     """The policy head `policy_head(features, dense)` and V(s) on one or two dense torsos."""
     if activation not in NUMPY_ACTIVATIONS:
@@ -404,16 +412,32 @@ def _actor_critic(
             f"{sorted(NUMPY_ACTIVATIONS)}."
         )
     _check_units(name, hidden_units)
-
-    def dense(units, gain, name, layer_activation=None):
-        initializer = keras.initializers.Orthogonal(gain) if orthogonal_init else "glorot_uniform"
-        return keras.layers.Dense(
-            units, layer_activation, kernel_initializer=initializer, name=name
+    if orthogonal_init and torch_init:
+        raise ValueError(
+            f"{name}.orthogonal_init and {name}.torch_init are both True: choose one "
+            "initialisation (orthogonal_init = False with torch_init = True is SB3's "
+            "ortho_init=False)."
         )
+
+    def dense(features, units, gain, name, layer_activation=None):
+        """A dense layer applied to `features`, initialised as the switches say."""
+        if orthogonal_init:
+            kernel, bias = keras.initializers.Orthogonal(gain), "zeros"
+        elif torch_init:
+            bound = 1.0 / np.sqrt(features.shape[-1])  # torch: U(+-1/sqrt(fan_in)), both
+            # One initializer each: an unseeded one called twice gives the same numbers twice.
+            kernel = keras.initializers.RandomUniform(-bound, bound)
+            bias = keras.initializers.RandomUniform(-bound, bound)
+        else:
+            kernel, bias = "glorot_uniform", "zeros"
+        layer = keras.layers.Dense(
+            units, layer_activation, kernel_initializer=kernel, bias_initializer=bias, name=name
+        )
+        return layer(features)
 
     def torso(features, prefix):
         for index, units in enumerate(hidden_units):
-            features = dense(units, np.sqrt(2.0), f"{prefix}_{index}", activation)(features)
+            features = dense(features, units, np.sqrt(2.0), f"{prefix}_{index}", activation)
         return features
 
     inputs = keras.Input(shape=tuple(input_shape), dtype="float32")
@@ -423,5 +447,5 @@ def _actor_critic(
     else:
         policy_features, value_features = torso(features, "policy"), torso(features, "value")
     policy = policy_head(policy_features, dense)
-    value = dense(1, 1.0, "value")(value_features)
+    value = dense(value_features, 1, 1.0, "value")
     return keras.Model(inputs, (policy, keras.ops.squeeze(value, axis=-1)), name=name)

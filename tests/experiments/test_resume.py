@@ -22,6 +22,16 @@ PPO = [
     "ShuffledMinibatches.n_epochs = 2",
     "ShuffledMinibatches.batch_size = 64",
 ]
+MUJOCO_OFF_POLICY = [  # past the warm-up before the first checkpoint: training's state
+    "ReplaySchedule.learning_starts = 100",
+    "ReplaySchedule.batch_size = 32",
+    "make_env.max_episode_steps = 150",
+    "Runner.num_steps = 600",
+    "Runner.checkpoint_interval = 200",
+    "Runner.eval_interval = 200",
+    "Runner.eval_episodes = 1",
+    "Runner.log_interval = 100",
+]
 CASES = {
     "reinforce": (
         "gin_configs/reinforce/cartpole.gin",
@@ -81,6 +91,28 @@ CASES = {
         "gin_configs/ppo/acrobot.gin",
         [*PPO, "PPOAgent.n_steps = 64", "Learner.jit_compile = False"],
     ),
+    # MuJoCo, one config per agent: the simulation's state in every checkpoint (as data, never
+    # pickled), episodes cut short and, on Hopper, ended by falls; each config's own XLA.
+    "ppo_hopper": (
+        "gin_configs/ppo/hopper.gin",
+        [*PPO, "PPOAgent.n_steps = 64", "make_env.max_episode_steps = 200"],
+    ),
+    "sac_halfcheetah": (
+        "gin_configs/sac/halfcheetah.gin",
+        [
+            "networks.gaussian_actor_mlp.hidden_units = (16, 16)",
+            "networks.critic_mlp.hidden_units = (16, 16)",
+            *MUJOCO_OFF_POLICY,
+        ],
+    ),
+    "td3_hopper": (
+        "gin_configs/td3/hopper.gin",
+        [
+            "networks.actor_mlp.hidden_units = (16, 16)",
+            "networks.critic_mlp.hidden_units = (16, 16)",
+            *MUJOCO_OFF_POLICY,
+        ],
+    ),
     "a3c_round_robin": (  # the asynchronous driver with its workers in turn: deterministic
         "gin_configs/a3c/cartpole.gin",
         [
@@ -97,6 +129,8 @@ CASES = {
 
 LOSSES = {  # where not "train/loss"
     "sac": ["train/critic/loss", "train/actor/loss", "train/temperature/loss"],
+    "sac_halfcheetah": ["train/critic/loss", "train/actor/loss", "train/temperature/loss"],
+    "td3_hopper": ["train/critic/loss", "train/actor/loss"],
 }
 
 
@@ -111,6 +145,9 @@ LOSSES = {  # where not "train/loss"
         ("ppo_cartpole", 2),
         ("ppo_pendulum", 2),
         ("ppo_acrobot", 2),
+        ("ppo_hopper", 1),
+        ("sac_halfcheetah", 1),
+        ("td3_hopper", 1),
         # A kill is the same at 8 sub-environments; resuming 3 in process is
         # tests/framework/test_runner.py's, and every agent's state round trip the contract's.
         pytest.param("dqn", 8, marks=pytest.mark.slow),

@@ -296,3 +296,77 @@ def test_restore_rejects_missing_keys_and_pickles_where_the_env_holds_data():
     with pytest.raises(env_state.EnvStateError, match="'state' of CartPoleEnv holds data"):
         env_state.restore(env, state)
     assert env._elapsed_steps == 0 and np.array_equal(env.unwrapped.state, before)  # Untouched.
+
+
+# ----- MuJoCo: the simulation as its integration state, not pickled ---------------------------
+
+
+def _play_box(env, actions):
+    """`_play` for a Box action space; the observations copied (MuJoCo's are fresh arrays, but
+    a record must not depend on it)."""
+    record = []
+    for action in actions:
+        obs, reward, terminated, truncated, _ = env.step(action)
+        record.append((obs.copy(), reward, terminated, truncated))
+        if terminated or truncated:
+            record.append(env.reset()[0].copy())
+    return record
+
+
+def _kinds(node) -> set[str]:
+    """Every `__kind__` tag in a captured state."""
+    if isinstance(node, dict):
+        found = {node[env_state.KIND]} if env_state.KIND in node else set()
+        return found.union(*(_kinds(value) for value in node.values()))
+    if isinstance(node, list):
+        return set().union(*(_kinds(value) for value in node))
+    return set()
+
+
+# Hopper ends episodes (the restored generator draws the next start); Ant and Humanoid read body
+# positions of the last step before stepping, which the integration state alone does not hold.
+@pytest.mark.parametrize(
+    "env_id", ["HalfCheetah-v5", "Hopper-v5", "Walker2d-v5", "Ant-v5", "Humanoid-v5"]
+)
+def test_a_mujoco_env_resumes_exactly_mid_episode_from_data(env_id, tmp_path):
+    pytest.importorskip("mujoco")
+    original = make_env(env_id)
+    original.reset(seed=3)
+    actions = np.random.default_rng(4).uniform(-0.4, 0.4, (150, *original.action_space.shape))
+    _play_box(original, actions[:30])
+    state = env_state.capture(original)
+    recorded = _play_box(original, actions[30:])
+    if env_id == "Hopper-v5":
+        assert any(not isinstance(entry, tuple) for entry in recorded)  # an episode's reset
+
+    fresh = make_env(env_id)
+    fresh.reset(seed=11)
+    env_state.restore(fresh, _through_files(state, tmp_path))
+    _assert_same(recorded, _play_box(fresh, actions[30:]))
+    assert env_state.how_saved(fresh) == (
+        "data",
+        f"Every layer of {env_id} holds only data (the MuJoCo simulation as its integration "
+        "state).",
+    )
+    assert "mujoco" in _kinds(state) and "pickle" not in _kinds(state)
+    simulation = state["layers"][-1]["attributes"]
+    assert simulation["data"]["state"].dtype == np.float64
+    assert "model" not in simulation and "mujoco_renderer" not in simulation  # configuration
+
+
+def test_a_mujoco_state_of_another_model_or_kind_is_refused_and_changes_nothing():
+    pytest.importorskip("mujoco")
+    env = make_env("Hopper-v5")
+    env.reset(seed=0)
+    state = env_state.capture(env)
+    env.step(np.ones(3, np.float32))
+    after_step = env.unwrapped.data.qpos.copy()
+
+    simulation = state["layers"][-1]["attributes"]["data"]
+    simulation["state"] = simulation["state"][:-1]
+    with pytest.raises(env_state.EnvStateError, match=r"has \d+ numbers .* another model"):
+        env_state.restore(env, state)
+    simulation["spec"] = "mjSTATE_FULLPHYSICS"
+    with pytest.raises(env_state.EnvStateError, match="mjSTATE_INTEGRATION but the state has"):
+        env_state.restore(env, state)
+    assert np.array_equal(env.unwrapped.data.qpos, after_step)

@@ -6,8 +6,10 @@ import numpy as np
 import pytest
 
 from framework.parts.networks import (
+    actor_critic_mlp,
     actor_mlp,
     critic_mlp,
+    gaussian_actor_critic_mlp,
     gaussian_actor_mlp,
     mlp,
     nature_cnn,
@@ -173,3 +175,25 @@ def test_gaussian_actor_by_hand():
     mean, log_std = gaussian_actor_by_hand()(GAUSSIAN_ACTOR_OBSERVATIONS)
     np.testing.assert_allclose(mean.numpy(), [[5.0], [-1.0]])
     np.testing.assert_allclose(log_std.numpy(), [[-2.5], [0.5]])
+
+
+def test_torch_init_draws_kernels_and_biases_as_torch_linear_does():
+    # torch.nn.Linear: kernel and bias uniform in +-1/sqrt(fan_in): 1/sqrt(17) = 0.2425 at the
+    # input, 1/sqrt(256) = 0.0625 after a 256-wide layer.
+    model = gaussian_actor_critic_mlp(
+        (17,), 6, hidden_units=(256, 256), orthogonal_init=False, torch_init=True
+    )
+    bounds = {"policy_0": 17, "value_0": 17, "policy_1": 256, "mean": 256, "value": 256}
+    for name, fan_in in bounds.items():
+        kernel, bias = model.get_layer(name).get_weights()
+        for weights in (kernel, bias):
+            assert np.abs(weights).max() <= 1.0 / np.sqrt(fan_in), name
+            if weights.size >= 256:  # the largest of 256 draws comes near the bound
+                assert np.abs(weights).max() > 0.95 / np.sqrt(fan_in), name
+        assert np.all(bias != 0.0) and not np.array_equal(kernel[0, : bias.size], bias), name
+    np.testing.assert_array_equal(model.get_layer("log_std").get_weights()[0], np.zeros(6))
+
+
+def test_orthogonal_and_torch_init_together_are_refused():
+    with pytest.raises(ValueError, match="both True: choose one"):
+        actor_critic_mlp((3,), 2, orthogonal_init=True, torch_init=True)
