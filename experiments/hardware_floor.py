@@ -14,10 +14,8 @@ learner's seconds per gradient step in the loop (its first call, which traces an
 out), the step's FLOPs, the floor op by op, and the learner's attained GFLOP/s over the floor's.
 """
 
-import resource
 import subprocess
 import sys
-import tempfile
 
 from absl import app, flags
 
@@ -25,9 +23,7 @@ from experiments import quiet
 
 tf = quiet.import_tensorflow()
 
-from experiments.op_census import of_learner  # noqa: E402
-from experiments.op_timing import floor_of  # noqa: E402
-from framework.compiled import threads as compiled_threads  # noqa: E402
+from experiments.learner_report import report  # noqa: E402
 
 FLAGS = flags.FLAGS
 flags.DEFINE_string(
@@ -42,49 +38,6 @@ flags.DEFINE_list(
 )
 flags.DEFINE_integer("intra_op_threads", None, "Set by --threads for the child processes.")
 flags.DEFINE_integer("calls", 20, "Timed calls per op and form.", lower_bound=2)
-
-
-def learner_in_loop(gin_file: str, bindings: list[str], num_steps: int) -> dict:
-    """Trains `num_steps` and returns the learner, its seconds per gradient step in the loop
-    without its first call, and that call's seconds (tracing and compiling)."""
-    import agents  # noqa: F401  (registers every configurable the config may name)
-    import experiments
-
-    bindings = [*bindings, f"Runner.num_steps = {num_steps}", f"Runner.eval_interval = {num_steps}"]
-    with tempfile.TemporaryDirectory() as base_dir:
-        runner = experiments.train([gin_file], bindings, base_dir).runner
-    learner = runner.agent.learner
-    steps = runner.state.gradient_steps - learner.first_call_steps
-    if steps <= 0:
-        raise ValueError(
-            f"hardware_floor: {gin_file} made no gradient step after its first learner call in "
-            f"{num_steps} environment steps; raise --num_steps."
-        )
-    return {
-        "learner": learner,
-        "seconds_per_step": (runner.time_split()["learner"] - learner.first_call_seconds) / steps,
-        "first_call_seconds": learner.first_call_seconds,
-    }
-
-
-def report(gin_file: str, bindings: list[str], num_steps: int, calls: int) -> str:
-    measured = learner_in_loop(gin_file, bindings, num_steps)
-    floor = floor_of(*of_learner(measured["learner"]), calls=calls)
-    seconds = measured["seconds_per_step"]
-    threads = compiled_threads.settings()
-    peak_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-    return "\n".join(
-        [
-            f"== {gin_file} at {threads['tf_intra_op_threads']} intra-op / "
-            f"{threads['tf_inter_op_threads']} inter-op threads",
-            floor.table(),
-            f"step: {floor.flops / 1e6:.1f} MFLOP; floor {1e3 * floor.seconds:.3f} ms "
-            f"({floor.rate:.0f} GFLOP/s); learner in the loop {1e3 * seconds:.3f} ms "
-            f"({floor.flops / seconds / 1e9:.0f} GFLOP/s) = {floor.seconds / seconds:.0%} of the "
-            f"floor; first call (tracing, compiling) {measured['first_call_seconds']:.1f} s; "
-            f"process peak memory {peak_mb:.0f} MB",
-        ]
-    )
 
 
 def main(argv: list[str]) -> None:

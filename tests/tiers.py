@@ -32,7 +32,7 @@ FIXTURES = {
 # A file whose tests share one tier, save those that `TESTS` names.
 FILES = {
     "tests/experiments/test_custom_parts.py": "process",
-    "tests/experiments/test_hardware_floor.py": "integration",
+    "tests/experiments/test_learner_report.py": "integration",
     "tests/experiments/test_mujoco.py": "integration",
     "tests/experiments/test_resume.py": "process",
     "tests/experiments/test_run_cli.py": "process",

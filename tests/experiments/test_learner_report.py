@@ -3,7 +3,7 @@ learner's in-loop time beside their floor."""
 
 import re
 
-from experiments import hardware_floor
+from experiments import learner_report
 
 
 def test_the_report_puts_the_learner_beside_the_floor_of_its_own_products():
@@ -12,7 +12,7 @@ def test_the_report_puts_the_learner_beside_the_floor_of_its_own_products():
         "ReplaySchedule.train_freq = 50",
         "ReplaySchedule.gradient_steps = 4",
     ]
-    text = hardware_floor.report("gin_configs/dqn/cartpole_rlzoo.gin", bindings, 400, calls=2)
+    text = learner_report.report("gin_configs/dqn/cartpole_rlzoo.gin", bindings, 400, calls=2)
     # The 256x256 MLP at batch 64: x W for the online and the target network, and its gradients.
     assert "MatMul [64, 256] x [256, 256]" in text
     found = re.search(r"step: ([\d.]+) MFLOP; floor ([\d.]+) ms .* = (\d+)% of the floor", text)
