@@ -73,16 +73,17 @@ def first_dependent(number: int, settings: SearchSettings) -> int:
     return max(0, number - settings.concurrent_trials + 1)
 
 
-def _quiet_optuna():
+def quiet_optuna():
+    """Optuna, without its INFO line per study made."""
     import optuna
 
-    optuna.logging.set_verbosity(optuna.logging.WARNING)  # "A new study created ..." per call
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
     return optuna
 
 
 def _frozen(parameters: Sequence[Parameter], trial: Mapping):
     """A record's ended trial as Optuna's: its values, state, objective and curve."""
-    optuna = _quiet_optuna()
+    optuna = quiet_optuna()
     state = {
         "finished": optuna.trial.TrialState.COMPLETE,
         "pruned": optuna.trial.TrialState.PRUNED,
@@ -105,7 +106,7 @@ def _frozen(parameters: Sequence[Parameter], trial: Mapping):
 
 
 def _study(parameters: Sequence[Parameter], history: Sequence[Mapping], sampler=None):
-    optuna = _quiet_optuna()
+    optuna = quiet_optuna()
     study = optuna.create_study(direction="maximize", sampler=sampler)
     for trial in history:
         study.add_trial(_frozen(parameters, trial))
@@ -120,7 +121,7 @@ def suggest(
     number: int,
 ) -> tuple[str, ...]:
     """Trial `number`'s gin texts, from the ended trials `history` (0..k-C, in order)."""
-    optuna = _quiet_optuna()
+    optuna = quiet_optuna()
     sampler = optuna.samplers.TPESampler(
         n_startup_trials=settings.n_startup_trials,
         seed=trial_seed(sweep_seed, number),
@@ -150,7 +151,7 @@ def pruning_decision(
     over them; `references` are the curves of the finished trials it is compared with."""
     if settings.pruner == "none":
         return None
-    optuna = _quiet_optuna()
+    optuna = quiet_optuna()
     warmup = math.ceil(settings.min_prune_fraction * num_steps)
     pruner = optuna.pruners.MedianPruner(
         n_startup_trials=settings.n_startup_trials, n_warmup_steps=warmup
@@ -216,7 +217,7 @@ def open_study(storage: str, name: str, identity: dict):
     search's."""
     from experiments import RunError
 
-    optuna = _quiet_optuna()
+    optuna = quiet_optuna()
     text = json.dumps(identity, sort_keys=True)
     try:
         study = optuna.create_study(
@@ -252,7 +253,7 @@ def record_in_study(study, parameters: Sequence[Parameter], trials: Sequence[Map
 def importances(study) -> dict[str, float] | None:
     """Optuna's parameter importances (PED-ANOVA), or None with fewer than two finished
     trials or one parameter, where there is nothing to apportion."""
-    optuna = _quiet_optuna()
+    optuna = quiet_optuna()
     finished = study.get_trials(states=(optuna.trial.TrialState.COMPLETE,))
     if len(finished) < 2 or len(study.trials[0].distributions) < 2:
         return None

@@ -159,22 +159,18 @@ def _classify(outcome: dict | None, exitcode: int, sweep: Sweep, run: dict) -> d
     }
 
 
-def run_ray(
-    sweep: Sweep, todo: list[dict], parallel: int, address: str | None, progress: SweepProgress
-) -> None:
-    """The runs as Ray Tune trials: one trainable call per run, the same `trial.run` inside."""
+def ray_started(sweep: Sweep, address: str | None) -> str:
+    """Ray, started (or joined, at `address`) with what it prints kept in the sweep's ray.log;
+    returns that log's path. Tune's own TensorBoard logger stays off the runs' event files."""
     os.environ["TUNE_DISABLE_AUTO_CALLBACK_LOGGERS"] = "1"  # keeps Tune's TB logger off ours
     os.environ.setdefault("RAY_CHDIR_TO_TRIAL_DIR", "0")
     try:
         import ray
-        from ray import tune
-        from ray.tune.logger import JsonLoggerCallback
+        from ray import tune  # noqa: F401  (the ray extra: Ray with Tune)
     except ImportError as error:
         raise RunError(
             "--backend=ray needs Ray Tune: pip install -e '.[ray]' (or '.[test]')."
         ) from error
-
-    from experiments import trial
     from framework import console
 
     ray_log = os.path.join(sweep.base_dir, "ray_results", "ray.log")  # what Ray prints
@@ -182,6 +178,21 @@ def run_ray(
     if not ray.is_initialized():
         with console.ray_lines_into(ray_log):
             ray.init(address=address, include_dashboard=False, log_to_driver=False)
+    return ray_log
+
+
+def run_ray(
+    sweep: Sweep, todo: list[dict], parallel: int, address: str | None, progress: SweepProgress
+) -> None:
+    """The runs as Ray Tune trials: one trainable call per run, the same `trial.run` inside."""
+    ray_started(sweep, address)
+    from ray import tune
+    from ray.tune.logger import JsonLoggerCallback
+
+    from experiments import trial
+    from framework import console
+
+    ray_log = ray_started(sweep, address)
     by_name = {run["name"]: run for run in todo}
     starts: dict[str, float] = {}
 

@@ -198,6 +198,11 @@ def search_trial_name(parameters: Sequence[Parameter], number: int, num_trials: 
     return _trial_name(parameters, texts, _numbered(num_trials).format(number))
 
 
+def values_name(parameters: Sequence[Parameter], texts: Sequence[str]) -> str:
+    """A trial named by its values alone: 'lr=0.0012,period=128'."""
+    return _trial_name(parameters, texts, "")
+
+
 def _numbered(num_trials: int) -> str:
     return f"trial{{:0{len(str(num_trials - 1))}d}}"
 

@@ -76,6 +76,11 @@ class Sweep:
         }
 
     @property
+    def study_name(self) -> str:
+        """The name of a search's study in its storage: the sweep folder's."""
+        return os.path.basename(self.base_dir)
+
+    @property
     def kind(self) -> str:
         """grid, random or tpe."""
         if self.search is not None:
@@ -195,6 +200,7 @@ class Sweep:
         if self.search is not None:
             record["search_trials"] = self.search_trials
             record["storage"] = self.storage
+            record["study"] = self.study_name
         atomic_write(self.record_path, json.dumps(record, indent=2) + "\n")
 
 
@@ -326,7 +332,7 @@ def _storage_exists(storage: str) -> bool:
 
 def open_study(sweep: Sweep):
     """The search's Optuna study (made where missing), holding every ended trial of the record."""
-    study = search.open_study(sweep.storage, os.path.basename(sweep.base_dir), sweep.identity())
+    study = search.open_study(sweep.storage, sweep.study_name, sweep.identity())
     search.record_in_study(study, sweep.parameters, sweep.search_trials)
     return study
 

@@ -94,53 +94,66 @@ class SearchSchedule:
         if any(trial["state"] not in search.ENDED for trial in before):
             return  # suggested from these alone, once they have ended
         texts = search.suggest(sweep.parameters, before, self.settings, sweep.sweep_seed, number)
-        name = search_trial_name(sweep.parameters, number, sweep.num_trials, texts)
-        runs = new_runs(sweep, name, texts)
-        trials.append(
-            {
-                "number": number,
-                "trial": name,
-                "texts": list(texts),
-                "values": runs[0]["values"],
-                "state": "running",
-                "value": None,
-                "curve": [],
-                "pruned_at": None,
-                "why": None,
-            }
-        )
-        sweep.runs += runs
-        self.pending += runs
+        trial = new_trial(sweep, number, texts)
+        self.pending += [run for run in sweep.runs if run["trial"] == trial["trial"]]
 
     def _close_if_ended(self, trial: dict) -> None:
-        runs = [run for run in self.sweep.runs if run["trial"] == trial["trial"]]
-        if any(run["status"] not in search.ENDED for run in runs):
-            return
-        curves = {
-            run["seed"]: [
-                (step, np.nan if value is None else value)
-                for step, value in (run["result"] or {}).get("curve", [])
-            ]
-            for run in runs
-        }
-        pruned = [run["pruned"] for run in runs if run["status"] == STATUS_PRUNED]
-        curve = search.trial_curve(curves, self.sweep.seeds)
-        if any(run["status"] == STATUS_FAILED for run in runs):
-            failed = next(run for run in runs if run["status"] == STATUS_FAILED)
-            trial.update(state="failed", why=f"{failed['name']}: {failed['error']}")
-            curve = []
-        elif pruned:
-            step = min(p["step"] for p in pruned)
-            why = next(p["why"] for p in pruned if p["step"] == step)
-            curve = [point for point in curve if point[0] <= step]
-            trial.update(state="pruned", pruned_at=step, why=why)
-        else:
-            value = search.objective(curves, self.settings.objective)
-            trial.update(state="finished" if value is not None else "failed", value=value)
-            if value is None:
-                trial["why"] = "its eval return is not a finite number (NaN)"
-        trial["curve"] = curve
-        for run in runs:
-            write_run_result(self.sweep, run)
-        self.sweep.write()
-        search.record_in_study(self.study, self.sweep.parameters, [trial])
+        if close_trial(self.sweep, trial):
+            search.record_in_study(self.study, self.sweep.parameters, [trial])
+
+
+def close_trial(sweep: Sweep, trial: dict) -> bool:
+    """Once every run of `trial` has ended: its state, objective and curve into the record, and
+    its objective into its runs' HParams results. Whether it was closed."""
+    runs = [run for run in sweep.runs if run["trial"] == trial["trial"]]
+    if any(run["status"] not in search.ENDED for run in runs):
+        return False
+    curves = {
+        run["seed"]: [
+            (step, np.nan if value is None else value)
+            for step, value in (run["result"] or {}).get("curve", [])
+        ]
+        for run in runs
+    }
+    pruned = [run["pruned"] for run in runs if run["status"] == STATUS_PRUNED]
+    curve = search.trial_curve(curves, sweep.seeds)
+    if any(run["status"] == STATUS_FAILED for run in runs):
+        failed = next(run for run in runs if run["status"] == STATUS_FAILED)
+        trial.update(state="failed", why=f"{failed['name']}: {failed['error']}")
+        curve = []
+    elif pruned:
+        step = min(p["step"] for p in pruned)
+        why = next(p["why"] for p in pruned if p["step"] == step)
+        curve = [point for point in curve if point[0] <= step]
+        trial.update(state="pruned", pruned_at=step, why=why)
+    else:
+        value = search.objective(curves, sweep.search.objective)
+        trial.update(state="finished" if value is not None else "failed", value=value)
+        if value is None:
+            trial["why"] = "its eval return is not a finite number (NaN)"
+    trial["curve"] = curve
+    for run in runs:
+        write_run_result(sweep, run)
+    sweep.write()
+    return True
+
+
+def new_trial(sweep: Sweep, number: int, texts, name: str | None = None) -> dict:
+    """Trial `number` of a search with the values `texts`, and its runs, into the record;
+    named 'trial<number>,<values>' unless `name` is given."""
+    name = name or search_trial_name(sweep.parameters, number, sweep.num_trials, texts)
+    runs = new_runs(sweep, name, texts)
+    trial = {
+        "number": number,
+        "trial": name,
+        "texts": list(texts),
+        "values": runs[0]["values"],
+        "state": "running",
+        "value": None,
+        "curve": [],
+        "pruned_at": None,
+        "why": None,
+    }
+    sweep.search_trials.append(trial)
+    sweep.runs += runs
+    return trial

@@ -150,10 +150,15 @@ def tune_trainable(config: dict) -> None:
     from ray import tune
 
     task = Task(**{**config["task"], "gin_files": tuple(config["task"]["gin_files"])})
+    tune.report(run_here(task))
+
+
+def run_here(task: Task, callbacks: Sequence = ()) -> dict:
+    """`run` in a process that lives on after it (a Ray worker): its output goes to the run's
+    log while it lasts, and back where it went before."""
     with _output_restored_after():
         _start(task)
-        outcome = run(task)
-    tune.report(outcome)
+        return run(task, callbacks)
 
 
 @contextlib.contextmanager
