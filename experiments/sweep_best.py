@@ -38,8 +38,8 @@ def write_best_gin(sweep: Sweep) -> str | None:
     aggregate = sweep.objective_text()["aggregate"]
     path = os.path.join(sweep.base_dir, BEST_GIN)
     lines = [
-        f"# The best trial of the sweep in {sweep.base_dir}: {best['trial']}",
-        f"# ({aggregate}: {best['objective']:.6g}).",
+        f"# The best trial of the sweep in {sweep.base_dir}:",
+        f"# {best['trial']}, objective {best['objective']:.6g} ({aggregate}).",
         f"# Train it: python -m experiments.run --gin_file={path}",
         "",
         *[f"include '{path}'" for path in sweep.gin_files],

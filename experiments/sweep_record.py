@@ -177,7 +177,7 @@ class Sweep:
         if self.search is None:
             return {
                 "metric": "final_eval_return",
-                "aggregate": "mean over the trial's finished seeds",
+                "aggregate": "final eval return, mean over the trial's finished seeds",
             }
         return {
             "metric": f"{self.search.objective}_eval_return",

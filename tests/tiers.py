@@ -83,6 +83,9 @@ _INTEGRATION = {
         "test_a_resume_keeps_the_seed_the_agent_and_the_environment",
         "test_a_damaged_best_snapshot_or_progress_table_is_set_aside_and_the_resume_goes_on",
     ],
+    "tests/experiments/test_search.py": [
+        "test_a_pruned_run_ends_checkpointed_says_why_and_a_resume_by_hand_trains_on"
+    ],
     "tests/experiments/test_learner_floor.py": [
         "test_the_floor_and_the_learner_take_the_same_steps",
         "test_the_sac_floor_and_the_learner_take_the_same_steps",
