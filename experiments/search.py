@@ -32,7 +32,8 @@ class SearchSettings:
 
     sampler: str = "tpe"
     pruner: str = "median"  # or "none"
-    n_startup_trials: int = 5  # random trials before TPE; finished trials before any prune
+    n_startup_trials: int = 5  # random trials before TPE models the others
+    prune_after_trials: int = 5  # finished trials a trial is compared with before any prune
     concurrent_trials: int = 2  # trial k is suggested once trials 0..k-this have ended
     objective: str = "final"  # each seed's final or mean eval return, over the seeds
     min_prune_fraction: float = 0.2  # no prune before this fraction of Runner.num_steps
@@ -45,8 +46,9 @@ class SearchSettings:
                 f"--objective must be 'final' (each seed's last eval return) or 'mean' (the "
                 f"mean of its eval curve), got {self.objective!r}."
             )
-        if self.n_startup_trials < 0:
-            raise usage_error(f"--n_startup_trials must be >= 0, got {self.n_startup_trials}.")
+        for name in ("n_startup_trials", "prune_after_trials"):
+            if getattr(self, name) < 0:
+                raise usage_error(f"--{name} must be >= 0, got {getattr(self, name)}.")
         if self.concurrent_trials < 1:
             raise usage_error(
                 f"--concurrent_trials must be >= 1 (trials suggested before the ones before "
@@ -71,6 +73,20 @@ def trial_seed(sweep_seed: int, number: int) -> int:
 def first_dependent(number: int, settings: SearchSettings) -> int:
     """The number of trials that must have ended before trial `number` is suggested."""
     return max(0, number - settings.concurrent_trials + 1)
+
+
+def require_optuna() -> None:
+    """A RunError, in one paragraph, where Optuna (the search extra) is missing."""
+    from experiments import RunError
+
+    try:
+        import optuna  # noqa: F401
+    except ImportError as error:
+        raise RunError(
+            "--search=tpe needs Optuna, which this Python does not have: pip install -e "
+            "'.[search]' (or '.[test]') in the repository, or pip install optuna. Grids and "
+            "random sweeps run without it."
+        ) from error
 
 
 def quiet_optuna():
@@ -154,7 +170,7 @@ def pruning_decision(
     optuna = quiet_optuna()
     warmup = math.ceil(settings.min_prune_fraction * num_steps)
     pruner = optuna.pruners.MedianPruner(
-        n_startup_trials=settings.n_startup_trials, n_warmup_steps=warmup
+        n_startup_trials=settings.prune_after_trials, n_warmup_steps=warmup
     )
     history = [
         {"state": "finished", "value": 0.0, "curve": curve, "texts": [], "trial": "", "number": i}
@@ -257,4 +273,5 @@ def importances(study) -> dict[str, float] | None:
     finished = study.get_trials(states=(optuna.trial.TrialState.COMPLETE,))
     if len(finished) < 2 or len(study.trials[0].distributions) < 2:
         return None
-    return optuna.importance.get_param_importances(study)
+    evaluator = optuna.importance.PedAnovaImportanceEvaluator()  # needs no scikit-learn
+    return optuna.importance.get_param_importances(study, evaluator=evaluator)

@@ -16,6 +16,8 @@ import json
 import os
 from collections.abc import Mapping, Sequence
 
+import numpy as np
+
 from experiments import search
 from framework.callbacks import Callback, RunView
 from framework.loop import Evaluation
@@ -47,8 +49,11 @@ class TrialPruner(Callback):
         self._decide(run)
 
     def on_evaluation(self, run: RunView, evaluation: Evaluation) -> None:
+        # As the event files keep it (float32), where the sweep reads the finished trials'
+        # curves: a trial equal to one of them is not below it.
+        value = float(np.float32(evaluation.mean_return))
         self.curve = [(s, v) for s, v in self.curve if s < evaluation.step]
-        self.curve.append((evaluation.step, evaluation.mean_return))
+        self.curve.append((evaluation.step, value))
         os.makedirs(self.reports, exist_ok=True)
         atomic_write(self._path(self.seed), json.dumps({"curve": self.curve}))
         self._decide(run)

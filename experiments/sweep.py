@@ -196,7 +196,12 @@ def _define_flags():
     flags.DEFINE_integer(
         "n_startup_trials",
         defaults.n_startup_trials,
-        "Random trials before TPE models the others, and finished trials before any prune.",
+        "Random trials before TPE models the others (--num_trials or more: a random search).",
+    )
+    flags.DEFINE_integer(
+        "prune_after_trials",
+        defaults.prune_after_trials,
+        "Finished trials a trial is compared with before the median pruner may stop it.",
     )
     flags.DEFINE_integer(
         "concurrent_trials",
@@ -251,6 +256,7 @@ def main(argv: list[str]) -> None:
             settings = search.SearchSettings(
                 pruner=flag.pruner,
                 n_startup_trials=flag.n_startup_trials,
+                prune_after_trials=flag.prune_after_trials,
                 concurrent_trials=flag.concurrent_trials,
                 objective=flag.objective,
                 min_prune_fraction=flag.min_prune_fraction,
@@ -300,6 +306,7 @@ def main(argv: list[str]) -> None:
 _SEARCH_FLAGS = (
     "pruner",
     "n_startup_trials",
+    "prune_after_trials",
     "concurrent_trials",
     "objective",
     "min_prune_fraction",

@@ -265,6 +265,7 @@ def define(
         strict=strict,
     )
     if search_kind == "tpe":
+        search.require_optuna()
         sweep.search = settings or SearchSettings()
         sweep.storage = storage or f"sqlite:///{os.path.join(base_dir, STORAGE)}"
     else:

@@ -35,6 +35,7 @@ FILES = {
     "tests/experiments/test_resume.py": "process",
     "tests/experiments/test_run_cli.py": "process",
     "tests/experiments/test_run_records.py": "integration",
+    "tests/experiments/test_search_runs.py": "process",
     "tests/experiments/test_signals.py": "process",
     "tests/experiments/test_sweep.py": "process",
     "tests/experiments/test_tensorboard_live.py": "process",

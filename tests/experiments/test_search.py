@@ -203,7 +203,7 @@ def test_a_trial_is_compared_with_the_finished_trials_it_was_suggested_from(tmp_
 
 # ----- pruning ----------------------------------------------------------------------------------
 
-SETTINGS = search.SearchSettings(n_startup_trials=3, min_prune_fraction=0.2)
+SETTINGS = search.SearchSettings(prune_after_trials=3, min_prune_fraction=0.2)
 
 
 def _decide(*seed_curves, settings=SETTINGS, references=REFERENCES, num_steps=30):
@@ -235,7 +235,7 @@ def test_the_median_pruner_judges_the_best_value_so_far():
 
 
 def test_no_prune_before_the_minimum_steps_nor_with_too_few_finished_trials():
-    half = search.SearchSettings(n_startup_trials=3, min_prune_fraction=0.5)  # no prune < 15
+    half = search.SearchSettings(prune_after_trials=3, min_prune_fraction=0.5)  # no prune < 15
     assert _decide([(10, 0.0), (20, 0.0)], settings=half)[0] == 20
     assert _decide([(10, 0.0)], references=REFERENCES[:2]) is None  # 2 finished, 3 needed
     assert _decide([(10, 0.0)], settings=search.SearchSettings(pruner="none")) is None
@@ -385,7 +385,7 @@ def test_a_pruned_run_ends_checkpointed_says_why_and_a_resume_by_hand_trains_on(
     ]
     high = [[(50, 10.0), (100, 10.0), (150, 10.0), (200, 10.0)]] * 2  # the bandit pays <= 0.9
     pruner = TrialPruner(
-        str(tmp_path / "reports"), 0, [0], high, dict(n_startup_trials=2, min_prune_fraction=0.3)
+        str(tmp_path / "reports"), 0, [0], high, dict(prune_after_trials=2, min_prune_fraction=0.3)
     )
     folder = tmp_path / "run"
     experiments.train([BANDIT], bindings, folder, seed=0, verbose=False, callbacks=[pruner])
