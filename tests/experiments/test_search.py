@@ -10,13 +10,15 @@ import os
 import numpy as np
 import optuna
 import pytest
+from tensorboard.plugins.hparams import plugin_data_pb2
 
-from experiments import RunError, search, statistics, sweep, sweep_best
+from experiments import RunError, search, statistics, sweep, sweep_best, sweep_record
 from experiments.search_pruning import TrialPruner
 from experiments.sweep_plan import parse_parameter
 from experiments.sweep_record import open_study
 from experiments.sweep_search import SearchSchedule
 from framework.loop import Evaluation
+from framework.storage.event_reader import read_scalars
 
 BANDIT = "gin_configs/reinforce/bandit.gin"
 RATE = "optimizers.Adam.learning_rate=loguniform(1e-4, 1e-1)"
@@ -192,6 +194,19 @@ def test_a_trial_is_compared_with_the_finished_trials_it_was_suggested_from(tmp_
         schedule.run_ended(run)
     trial1 = definition.search_trials[1]
     assert trial1["state"] == "finished"
+    # Each run's HParams result holds its trial's objective and whether it was pruned.
+    for run, objective, pruned in ((runs[0], np.nan, 1.0), (runs[2], trial1["value"], 0.0)):
+        scalars = read_scalars(definition.folder(run))
+        assert scalars["sweep/pruned"][0][1] == pruned
+        assert scalars["sweep/objective"][0][1] == pytest.approx(objective, nan_ok=True)
+    (summary,) = sweep_record._columns(definition).value
+    content = summary.metadata.plugin_data.content
+    experiment = plugin_data_pb2.HParamsPluginData.FromString(content).experiment
+    assert [m.name.tag for m in experiment.metric_infos][-2:] == [
+        "sweep/objective",
+        "sweep/pruned",
+    ]
+    assert not experiment.hparam_infos[0].HasField("domain_discrete")  # trials named as they come
     seed_curves = {r["seed"]: r["result"]["curve"] for r in runs[2:4]}
     assert trial1["curve"] == search.trial_curve(seed_curves, [0, 1])
     assert schedule.next_run()["trial"] == runs[-1]["trial"]  # trial 2's other seed

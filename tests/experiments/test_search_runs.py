@@ -63,10 +63,11 @@ def _kill_when(base_dir, parallel: int, ready) -> None:
         _command(base_dir, parallel),
         cwd=cli.REPO_ROOT,
         start_new_session=True,
+        stdin=subprocess.DEVNULL,
         stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE,
     )
-    deadline = time.monotonic() + 240
+    deadline = time.monotonic() + 600
     while not ready(_record(base_dir)):
         assert driver.poll() is None, driver.stderr.read().decode()[-3000:]
         assert time.monotonic() < deadline, "the search never got there"
