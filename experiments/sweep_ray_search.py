@@ -5,13 +5,14 @@ those that fall behind at their runs' evaluations, with a checkpoint.
 Each Tune trial is one run (`--seeds=1`: ASHA judges one stream of results a trial), trained in
 a thread of the Tune actor behind a gate: at each evaluation the run reports to Tune and waits
 for Tune's next step, or for its stop, which it obeys as a callback's stop (checkpointed, the
-reason in its log and metadata.json). The run folders are named by the trial's values.
+reason in its log and metadata.json).
 
 What differs from the local search: Tune suggests and stops as results arrive, so the trials
 depend on timing (not reproducible across `--parallel`); `--concurrent_trials` does not apply.
 A killed Ray search started again loses no trial: the study already holds the ended ones (TPE
 sees them), and those left running are suggested again first, with their own values, and
-resume from their checkpoints in their own folders.
+resume from their checkpoints in their own folders. A trial's folder is named by its values and
+Tune's id for it (`lr=0.0012,tune=6f1c2a3b_seed0`).
 """
 
 import math
@@ -96,6 +97,9 @@ def run_ray_search(
                 "seed": sweep.seeds[0],
                 "strict": sweep.strict,
                 "num_trials": sweep.num_trials,
+                # The trials left running, by their values: suggested again first, each
+                # resumes in its own folder.
+                "resume": {_values_name(sweep, trial["texts"]): trial["trial"] for trial in left},
             },
         },
         tune_config=tune.TuneConfig(
@@ -178,11 +182,17 @@ def bound_num_steps(sweep: Sweep) -> int:
         gin.clear_config()
 
 
-def _suggested(config: dict) -> tuple[str, list[str]]:
-    """A Tune trial's name (its values: a resumed trial finds its own folder) and gin texts."""
+def _values_name(sweep: Sweep, texts) -> str:
+    return values_name(sweep.parameters, texts)
+
+
+def _suggested(config: dict, trial_id: str) -> tuple[str, list[str]]:
+    """A Tune trial's name and gin texts: a trial left running by a killed search, suggested
+    again with its values, has its own name; a new one, its values and Tune's id for it."""
     parameters = [parse_parameter(spec) for spec in config["sweep"]["parameters"]]
     texts = [p.text(config[_name(p)]) for p in parameters]
-    return values_name(parameters, texts), texts
+    values = values_name(parameters, texts)
+    return config["sweep"]["resume"].get(values, f"{values},tune={trial_id}"), texts
 
 
 def _pruned_path(base_dir: str, name: str) -> str:
@@ -214,7 +224,7 @@ class SearchTrial(tune.Trainable):
 
     def setup(self, config: dict) -> None:
         sweep = config["sweep"]
-        self.name, texts = _suggested(config)
+        self.name, texts = _suggested(config, self.trial_id)
         parameters = [parse_parameter(spec) for spec in sweep["parameters"]]
         run_name = f"{self.name}_seed{sweep['seed']}"
         self.base_dir = sweep["base_dir"]
@@ -308,7 +318,7 @@ class _Recorder(tune.Callback):
         self.ended: list[tuple[dict, dict, float]] = []  # (run, outcome, seconds)
 
     def on_trial_start(self, iteration, trials, trial, **info):
-        name, texts = _suggested(trial.config)
+        name, texts = _suggested(trial.config, trial.trial_id)
         known = [t for t in self.sweep.search_trials if t["trial"] == name]
         number = len(self.sweep.search_trials)
         record = known[0] if known else new_trial(self.sweep, number, texts, name)

@@ -2,6 +2,7 @@
 uninterrupted one (run with other --parallel), which `analyze` reports with its pruned trials
 apart; and the same search on a local Ray instance. Runs are tiny (400 bandit pulls)."""
 
+import io
 import json
 import os
 import signal
@@ -166,7 +167,9 @@ def test_a_search_on_a_local_ray_instance_writes_the_same_kind_of_record(local_r
         search_kind="tpe",
         settings=settings,
     )
-    sweep.run_sweep(definition, parallel=2, backend="ray")
+    out = io.StringIO()  # Tune pickles its callbacks, the progress lines' stream with them
+    sweep.run_sweep(definition, parallel=2, backend="ray", out=out)
+    assert "search: 3/3 trials suggested" in out.getvalue()
     record = _record(tmp_path)
     assert sorted(t["number"] for t in record["search_trials"]) == [0, 1, 2]
     for trial in record["search_trials"]:
