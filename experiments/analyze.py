@@ -18,7 +18,9 @@ its seeds (runs aligned on environment steps):
 Printed as markdown, saved as CSV (trials.csv, runs.csv) with PNG plots in --output_dir (default
 <first folder>/analysis): learning_curves.png (IQM over seeds, 95% band), for a sweep
 final_vs_<binding>.png per swept binding, and with two trials (or --compare=A,B)
-comparison.png with the probability that B improves on A.
+comparison.png with the probability that B improves on A. On an adaptive search it adds
+search.md (`search_report.py`): every trial with its state, the environment steps used and
+Optuna's parameter importances; its pruned and failed trials stay out of the tables above.
 """
 
 import dataclasses

@@ -417,3 +417,59 @@ def test_a_pruned_run_ends_checkpointed_says_why_and_a_resume_by_hand_trains_on(
         first, second = json.load(f)["starts"]
     assert "stopped" in first and "stopped" not in second
     assert second["resumed_from_step"] == 100
+
+
+def test_a_failed_run_fails_its_trial_and_the_search_goes_on(tmp_path):
+    definition = _search(tmp_path / "search", num_trials=3)
+    os.makedirs(definition.base_dir)
+    schedule = SearchSchedule(definition)
+    first, second = schedule.next_run(), schedule.next_run()  # trial 0's seeds
+    _finish(first)
+    first.update(status="failed", error="NonFiniteError: a NaN loss at step 50")
+    _finish(second)
+    for run in (first, second):
+        schedule.run_ended(run)
+    trial0 = definition.search_trials[0]
+    assert trial0["state"] == "failed" and trial0["value"] is None
+    assert trial0["why"] == f"{first['name']}: NonFiniteError: a NaN loss at step 50"
+    later = [schedule.next_run() for _ in range(4)]  # trial 1, then trial 2 (after trial 0)
+    assert [run["trial"][:6] for run in later] == ["trial1"] * 2 + ["trial2"] * 2
+    assert schedule.note() is None or "did not end" in schedule.note()
+
+
+def test_the_study_gives_optunas_parameter_importances(tmp_path):
+    parameters = [parse_parameter(RATE), parse_parameter(STEPS)]
+    study = optuna.create_study(direction="maximize")
+    trials = [
+        _finished(i, [str(10 ** -(1 + i % 3)), str(2 + i % 4)], float(i % 3)) for i in range(6)
+    ]
+    search.record_in_study(study, parameters, trials)
+    search.record_in_study(study, parameters, trials)  # told twice, held once
+    assert len(study.trials) == 6
+    weights = search.importances(study)
+    assert set(weights) == {p.key for p in parameters}
+    assert sum(weights.values()) == pytest.approx(1.0)
+    # The value follows the rate alone here: it takes nearly all of the importance.
+    assert weights[parameters[0].key] > 0.9
+
+
+class _Flag:
+    def __init__(self, present):
+        self.present = present
+
+
+class _Flags(dict):
+    """absl's FLAGS as `_check_search_flags` reads them."""
+
+    def __init__(self, given=(), **values):
+        super().__init__({name: _Flag(name in given) for name in sweep._SEARCH_FLAGS})
+        self.search, self.num_trials, self.confirm_seeds = None, None, None
+        self.__dict__.update(values)
+
+
+def test_a_searchs_own_flags_without_search_tpe_are_refused():
+    with pytest.raises(RunError, match=r"--pruner, --timeout are for an adaptive search: add"):
+        sweep._check_search_flags(_Flags(given=("pruner", "timeout"), num_trials=4))
+    sweep._check_search_flags(_Flags(given=("pruner",), search="tpe"))
+    with pytest.raises(RunError, match=r"--confirm_seeds must be >= 1, got 0"):
+        sweep._check_search_flags(_Flags(confirm_seeds=0))
