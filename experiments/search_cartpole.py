@@ -68,13 +68,14 @@ def run_one(name: str, sweep_seed: int, flag) -> dict:
 def table(rows: list[dict]) -> str:
     lines = [
         "| search | sweep seed | env steps | best trial | its value (1 seed) | "
-        "confirmed mean [95% CI] (3 new seeds) |",
+        "confirmed: mean [95% CI] (new seeds) |",
         "|---|---|---|---|---|---|",
     ]
     for row in rows:
         lines.append(
             f"| {row['search']} | {row['sweep_seed']} | {row['env_steps']:,} | {row['trial']} | "
-            f"{row['estimate']:.1f} | {row['mean']:.1f} [{row['low']:.1f}, {row['high']:.1f}] |"
+            f"{row['estimate']:.1f} | {row['mean']:.1f} [{row['low']:.1f}, {row['high']:.1f}] "
+            f"({len(row['scores'])}) |"
         )
     for seed in sorted({row["sweep_seed"] for row in rows}):
         steps = {row["search"]: row["env_steps"] for row in rows if row["sweep_seed"] == seed}
