@@ -131,8 +131,9 @@ def _run_search(
     resumed = sum(run["status"] == STATUS_INTERRUPTED for run in sweep.runs)
     print(
         f"search: {sweep.num_trials} trials in {sweep.base_dir} ({sweep.search.describe()}, "
-        f"{describe_seeds(sweep)}): {ended} ended, {resumed} runs to resume; {parallel} runs "
-        f"at once, {sweep.search.concurrent_trials} trials at a time ({backend}).",
+        f"{describe_seeds(sweep)}): {ended} ended, {resumed} run{'' if resumed == 1 else 's'} "
+        f"to resume; {parallel} runs at once, {sweep.search.concurrent_trials} trials at a "
+        f"time ({backend}).",
         file=progress.out,
         flush=True,
     )

@@ -124,7 +124,7 @@ def test_a_search_killed_twice_mid_trial_ends_as_an_uninterrupted_one(tmp_path):
         _command(killed, parallel=1), cwd=cli.REPO_ROOT, capture_output=True, text=True, timeout=600
     )
     assert again.returncode == 0, again.stderr[-3000:]
-    assert "runs to resume" in again.stdout
+    assert "1 ended, 1 run to resume" in again.stdout  # trial 0, and trial 1's run
     record = _record(killed)
     assert _outcome(record) == expected  # every trial suggested once, as the whole one did
     assert sorted(run["name"] for run in record["runs"]) == sorted(
@@ -152,6 +152,7 @@ def test_a_search_killed_twice_mid_trial_ends_as_an_uninterrupted_one(tmp_path):
     for trial in expected:
         assert f"| {trial[1]} |" in section
     assert "3 trials: 2 finished, 1 pruned, 0 failed; 900 environment steps" in section
+    assert "Parameter importances (Optuna, PED-ANOVA over finished trials): " in section
     assert os.path.exists(tmp_path / "analysis" / "search.md")
 
 
