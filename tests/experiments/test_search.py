@@ -473,3 +473,30 @@ def test_a_searchs_own_flags_without_search_tpe_are_refused():
     sweep._check_search_flags(_Flags(given=("pruner",), search="tpe"))
     with pytest.raises(RunError, match=r"--confirm_seeds must be >= 1, got 0"):
         sweep._check_search_flags(_Flags(confirm_seeds=0))
+
+
+def test_the_cartpole_figures_say_the_steps_each_search_used():
+    from experiments import search_cartpole
+
+    def row(name, steps, mean):
+        return {
+            "search": name,
+            "sweep_seed": 0,
+            "env_steps": steps,
+            "trial": "trial3,lr=0.001",
+            "estimate": 500.0,
+            "mean": mean,
+            "low": mean - 10,
+            "high": mean + 10,
+            "scores": [mean] * 3,
+        }
+
+    rows = [
+        row("tpe_median", 540_000, 480.0),
+        row("tpe_none", 1_200_000, 470.0),
+        row("random", 1_200_000, 300.0),
+    ]
+    text = search_cartpole.table(rows)
+    line = "| tpe_median | 0 | 540,000 | trial3,lr=0.001 | 500.0 | 480.0 [470.0, 490.0] (3) |"
+    assert line in text
+    assert text.endswith("used 45% of the environment steps of the same search without it.")
