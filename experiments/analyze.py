@@ -18,7 +18,9 @@ its seeds (runs aligned on environment steps):
 Printed as markdown, saved as CSV (trials.csv, runs.csv) with PNG plots in --output_dir (default
 <first folder>/analysis): learning_curves.png (IQM over seeds, 95% band), for a sweep
 final_vs_<binding>.png per swept binding, and with two trials (or --compare=A,B)
-comparison.png with the probability that B improves on A.
+comparison.png with the probability that B improves on A. On an adaptive search it adds
+search.md (`search_report.py`): every trial with its state, the environment steps used and
+Optuna's parameter importances; its pruned and failed trials stay out of the tables above.
 """
 
 import dataclasses
@@ -33,7 +35,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from experiments import RunError, tables
+from experiments import RunError, search_report, tables
 
 if TYPE_CHECKING:  # imported where used: reading a run needs TensorFlow
     from framework.storage.run_directory import RunDirectory
@@ -42,7 +44,8 @@ if TYPE_CHECKING:  # imported where used: reading a run needs TensorFlow
 _ANALYSIS_MODULES = ("pandas", "matplotlib", "rliable.library")
 EVAL_TAG = "eval/episode_return"
 SPEED_TAG = "train/steps_per_second"
-_SWEEP_FOLDERS = {"logs", "ray_results", "analysis"}  # a sweep's own, beside its run folders
+# A sweep's own, beside its run folders.
+_SWEEP_FOLDERS = {"logs", "ray_results", "analysis", "search"}
 
 
 @dataclasses.dataclass
@@ -148,10 +151,14 @@ def load(paths: Sequence[str], finished_only: bool = True) -> tuple[list[Run], l
         prefix = os.path.basename(path.rstrip(os.sep)) + "/" if len(paths) > 1 else ""
         record = read_record(path)
         if record is not None:
+            # A search's pruned or failed trials are listed apart (`search_report`), their
+            # finished seeds too: a trial's statistics never mix a pruned seed's curve.
+            states = search_report.trial_states(record)
             entries = [
                 (os.path.join(path, r["name"]), r["trial"], r["seed"], r["values"])
                 for r in record["runs"]
-                if r["status"] == "finished" or not finished_only
+                if not finished_only
+                or (r["status"] == "finished" and states.get(r["trial"], "finished") == "finished")
             ]
         else:
             entries = [(folder, readable_name(folder), None, {}) for folder in _run_folders(path)]
@@ -557,6 +564,7 @@ class Analysis:
     files: list[str]
     comparison: tuple[str, str, tuple[float, float, float]] | None = None
     notes: list[str] = dataclasses.field(default_factory=list)  # duplicated seeds, said
+    searches: list[str] = dataclasses.field(default_factory=list)  # a search's trials, each
 
 
 def analyze(
@@ -623,7 +631,28 @@ def analyze(
     with open(os.path.join(output_dir, "trials.md"), "w") as f:
         f.write(table + "\n")
     files.append(os.path.join(output_dir, "trials.md"))
-    return Analysis(runs, runs_frame, trials_frame, threshold, table, files, comparison, notes)
+    searches = _search_sections(paths)
+    if searches:
+        path = os.path.join(output_dir, "search.md")
+        with open(path, "w") as f:
+            f.write("\n\n".join(searches) + "\n")
+        files.append(path)
+    return Analysis(
+        runs, runs_frame, trials_frame, threshold, table, files, comparison, notes, searches
+    )
+
+
+def _search_sections(paths: Sequence[str]) -> list[str]:
+    """For each path holding an adaptive search: its trials, states, steps and importances."""
+    from experiments.sweep_record import read_record
+
+    sections = []
+    for path in paths:
+        record = read_record(os.path.abspath(path))
+        if record is not None and record.get("search_trials"):
+            title = f"Search {os.path.basename(os.path.abspath(path).rstrip(os.sep))}"
+            sections.append(f"{title}:\n\n{search_report.search_section(path, record)}")
+    return sections
 
 
 def _make_output_dir(output_dir: str) -> None:
@@ -680,6 +709,8 @@ def main(argv: list[str]) -> None:
     print("\nTrials and their runs:\n" + membership(result.runs))
     for note in result.notes:
         print(f"\nNote: {note}")
+    for section in result.searches:
+        print(f"\n{section}")
     if result.comparison:
         a, b, (point, low, high) = result.comparison
         print(f"\nP({b} > {a}) on the final eval return: {point:.3f} [{low:.3f}, {high:.3f}]")

@@ -19,7 +19,7 @@ from experiments.sweep_record import (
     read_result,
     write_run_result,
 )
-from experiments.trial import STATUS_FAILED, STATUS_FINISHED, STATUS_INTERRUPTED
+from experiments.trial import STATUS_FAILED, STATUS_FINISHED, STATUS_INTERRUPTED, STATUS_PRUNED
 
 _PROGRESS_SECONDS = 30.0
 
@@ -38,18 +38,25 @@ class SweepProgress:
         if not force and time.monotonic() - self.last_line < _PROGRESS_SECONDS:
             return
         self.last_line = time.monotonic()
+        sweep = self.sweep
         counts = {
-            status: sum(run["status"] == status for run in self.sweep.runs)
-            for status in (STATUS_FINISHED, STATUS_RUNNING, STATUS_FAILED)
+            status: sum(run["status"] == status for run in sweep.runs)
+            for status in (STATUS_FINISHED, STATUS_PRUNED, STATUS_RUNNING, STATUS_FAILED)
         }
-        left = len(self.sweep.runs) - sum(counts.values())
+        total = len(sweep.runs)
+        head = "sweep:"
+        if sweep.search is not None:  # its runs are made as its trials are suggested
+            total = sweep.num_trials * len(sweep.seeds)
+            head = f"search: {len(sweep.search_trials)}/{sweep.num_trials} trials suggested;"
+        left = total - sum(counts.values())
         estimate = "time left unknown"
         if self.durations:
             remaining = left + counts[STATUS_RUNNING] / 2
             seconds = np.mean(self.durations) * remaining / max(1, self.parallel)
             estimate = f"~{_duration(seconds)} left"
+        pruned = f"{counts[STATUS_PRUNED]} pruned, " if sweep.search is not None else ""
         print(
-            f"sweep: {counts[STATUS_FINISHED]}/{len(self.sweep.runs)} finished, "
+            f"{head} {counts[STATUS_FINISHED]}/{total} runs finished, {pruned}"
             f"{counts[STATUS_RUNNING]} running, {counts[STATUS_FAILED]} failed, {left} to run | "
             f"{_duration(time.monotonic() - self.start)} elapsed, {estimate}",
             file=self.out,
@@ -71,29 +78,31 @@ def start_run(sweep: Sweep, run: dict) -> None:
 
 
 def end_run(sweep: Sweep, run: dict, outcome: dict, seconds: float) -> None:
-    """Records a run's outcome; a run that ended (finished or failed) gets its final metrics."""
+    """Records a run's outcome; a run that ended (finished, pruned or failed) gets its final
+    metrics (and, in a search, its eval curve)."""
     run["seconds"] = round(run["seconds"] + seconds, 3)
     run["status"] = outcome["status"]
     run["error"] = outcome.get("error")
-    if run["status"] in (STATUS_FINISHED, STATUS_FAILED):
-        run["result"] = read_result(sweep.run_folder(run))
+    if run["status"] == STATUS_PRUNED:
+        run["pruned"] = {"step": outcome["pruned_at"], "why": outcome["why"]}
+    if run["status"] in (STATUS_FINISHED, STATUS_FAILED, STATUS_PRUNED):
+        run["result"] = read_result(sweep.run_folder(run), with_curve=sweep.search is not None)
         run["trial_key"] = sweep.run_folder(run).trial_key()  # framework/storage/trials.py
         write_run_result(sweep, run)
 
 
-def run_local(sweep: Sweep, todo: list[dict], parallel: int, progress: SweepProgress) -> None:
-    """Each run in a fresh spawned process, `parallel` at once."""
+def run_local(sweep: Sweep, source, parallel: int, progress: SweepProgress) -> None:
+    """Each run in a fresh spawned process, `parallel` at once, in the order `source` gives
+    them (`sweep_search`: a planned sweep's queue, or a search's schedule)."""
     from multiprocessing.connection import wait
 
     from experiments import trial
 
     context = multiprocessing.get_context("spawn")
-    queue = list(todo)
     active: dict[int, tuple] = {}  # sentinel -> (process, connection, run, start)
     try:
-        while queue or active:
-            while queue and len(active) < parallel:
-                run = queue.pop(0)
+        while True:
+            while len(active) < parallel and (run := source.next_run()) is not None:
                 start_run(sweep, run)
                 receiver, sender = context.Pipe(duplex=False)
                 process = context.Process(
@@ -106,6 +115,8 @@ def run_local(sweep: Sweep, todo: list[dict], parallel: int, progress: SweepProg
                 active[process.sentinel] = (process, receiver, run, time.monotonic())
                 sweep.write()
                 progress.line()
+            if not active:  # nothing runs, and nothing more may start
+                break
             ready = wait(list(active), timeout=_PROGRESS_SECONDS)
             for sentinel in ready:
                 process, receiver, run, start = active.pop(sentinel)
@@ -115,6 +126,7 @@ def run_local(sweep: Sweep, todo: list[dict], parallel: int, progress: SweepProg
                 seconds = time.monotonic() - start
                 end_run(sweep, run, _classify(outcome, process.exitcode, sweep, run), seconds)
                 progress.durations.append(seconds)
+                source.run_ended(run)
                 sweep.write()
                 progress.line()
             if not ready:
@@ -147,22 +159,18 @@ def _classify(outcome: dict | None, exitcode: int, sweep: Sweep, run: dict) -> d
     }
 
 
-def run_ray(
-    sweep: Sweep, todo: list[dict], parallel: int, address: str | None, progress: SweepProgress
-) -> None:
-    """The runs as Ray Tune trials: one trainable call per run, the same `trial.run` inside."""
+def ray_started(sweep: Sweep, address: str | None) -> str:
+    """Ray, started (or joined, at `address`) with what it prints kept in the sweep's ray.log;
+    returns that log's path. Tune's own TensorBoard logger stays off the runs' event files."""
     os.environ["TUNE_DISABLE_AUTO_CALLBACK_LOGGERS"] = "1"  # keeps Tune's TB logger off ours
     os.environ.setdefault("RAY_CHDIR_TO_TRIAL_DIR", "0")
     try:
         import ray
-        from ray import tune
-        from ray.tune.logger import JsonLoggerCallback
+        from ray import tune  # noqa: F401  (the ray extra: Ray with Tune)
     except ImportError as error:
         raise RunError(
             "--backend=ray needs Ray Tune: pip install -e '.[ray]' (or '.[test]')."
         ) from error
-
-    from experiments import trial
     from framework import console
 
     ray_log = os.path.join(sweep.base_dir, "ray_results", "ray.log")  # what Ray prints
@@ -170,6 +178,21 @@ def run_ray(
     if not ray.is_initialized():
         with console.ray_lines_into(ray_log):
             ray.init(address=address, include_dashboard=False, log_to_driver=False)
+    return ray_log
+
+
+def run_ray(
+    sweep: Sweep, todo: list[dict], parallel: int, address: str | None, progress: SweepProgress
+) -> None:
+    """The runs as Ray Tune trials: one trainable call per run, the same `trial.run` inside."""
+    ray_started(sweep, address)
+    from ray import tune
+    from ray.tune.logger import JsonLoggerCallback
+
+    from experiments import trial
+    from framework import console
+
+    ray_log = ray_started(sweep, address)
     by_name = {run["name"]: run for run in todo}
     starts: dict[str, float] = {}
 

@@ -37,6 +37,26 @@ class Parameter:
             return repr(float(math.exp(rng.uniform(math.log(self.low), math.log(self.high)))))
         return repr(float(rng.uniform(self.low, self.high)))
 
+    def search_space(self):
+        """The Optuna distribution of the values: a list is a categorical choice of its gin
+        texts; `randint(a, b)` the integers a..b-1."""
+        from optuna import distributions
+
+        if self.distribution is None:
+            return distributions.CategoricalDistribution(self.values)
+        if self.distribution == "randint":
+            return distributions.IntDistribution(int(self.low), int(self.high) - 1)
+        log = self.distribution == "loguniform"
+        return distributions.FloatDistribution(self.low, self.high, log=log)
+
+    def text(self, value: str | int | float) -> str:
+        """The gin text of a value Optuna suggested from `search_space`."""
+        if self.distribution is None:
+            return str(value)
+        if self.distribution == "randint":
+            return str(int(value))
+        return repr(float(value))
+
     def domain(self) -> dict:
         """The HParams domain of the values, as JSON: {"discrete": [...]} or {"interval": ...}."""
         if self.distribution == "randint":
@@ -85,7 +105,13 @@ def parse_parameter(spec: str) -> Parameter:
             "--sweep='optimizers.Adam.learning_rate=loguniform(1e-4, 1e-2)'."
         )
     match = re.fullmatch(r"(\w+)\((.*)\)", text)
-    if match and match.group(1) in _DISTRIBUTIONS:
+    if match and match.group(1) not in _DISTRIBUTIONS:
+        raise usage_error(
+            f"--sweep={spec!r}: {match.group(1)!r} is not a distribution this sweep knows; "
+            f"give one of {', '.join(d + '(low, high)' for d in _DISTRIBUTIONS)}, or a list "
+            "[a, b, ...] of choices."
+        )
+    if match:
         name = match.group(1)
         try:
             low, high = (float(ast.literal_eval(part)) for part in match.group(2).split(","))
@@ -156,19 +182,37 @@ def plan(
     else:
         rng = np.random.default_rng(sweep_seed)
         combos = [tuple(p.sample(rng) for p in parameters) for _ in range(num_trials)]
-        prefix = f"trial{{:0{len(str(num_trials - 1))}d}}"
-    labels = _short_labels([p.key for p in parameters])
+        prefix = _numbered(num_trials)
     trials, seen = [], set()
     for index, texts in enumerate(combos):
-        parts = [prefix.format(index)] if prefix else []
-        for label, parameter, text in zip(labels, parameters, texts, strict=True):
-            parts.append(f"{label}={_value_label(parameter, text)}")
-        name = _safe_name(",".join(p for p in parts if p) or config_name)
+        name = _trial_name(parameters, texts, prefix.format(index)) or _safe_name(config_name)
         if name in seen:
             name = _safe_name(f"trial{index},{name}")
         seen.add(name)
         trials.append(Trial(name, texts))
     return trials
+
+
+def search_trial_name(parameters: Sequence[Parameter], number: int, num_trials: int, texts) -> str:
+    """An adaptive search's trial `number`, named as a random sweep's: 'trial03,lr=0.0012'."""
+    return _trial_name(parameters, texts, _numbered(num_trials).format(number))
+
+
+def values_name(parameters: Sequence[Parameter], texts: Sequence[str]) -> str:
+    """A trial named by its values alone: 'lr=0.0012,period=128'."""
+    return _trial_name(parameters, texts, "")
+
+
+def _numbered(num_trials: int) -> str:
+    return f"trial{{:0{len(str(num_trials - 1))}d}}"
+
+
+def _trial_name(parameters: Sequence[Parameter], texts: Sequence[str], prefix: str) -> str:
+    parts = [prefix] if prefix else []
+    labels = _short_labels([p.key for p in parameters])
+    for label, parameter, text in zip(labels, parameters, texts, strict=True):
+        parts.append(f"{label}={_value_label(parameter, text)}")
+    return _safe_name(",".join(parts)) if parts else ""
 
 
 def _short_labels(keys: Sequence[str]) -> list[str]:

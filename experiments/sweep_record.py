@@ -10,7 +10,8 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from experiments import RunError, tables
+from experiments import RunError, search, tables
+from experiments.search import SearchSettings
 from experiments.sweep_plan import (
     Parameter,
     hparam_names,
@@ -20,19 +21,26 @@ from experiments.sweep_plan import (
     spec_text,
     usage_error,
 )
-from experiments.trial import STATUS_FAILED, STATUS_FINISHED, Task
+from experiments.trial import STATUS_FAILED, STATUS_FINISHED, STATUS_PRUNED, Task
 from framework.storage.atomic_files import atomic_write
 from framework.storage.run_directory import RunDirectory
 from framework.storage.summaries import TRIAL_COLUMN, hparam_value
 
 FORMAT_VERSION = 1
 RECORD = "sweep.json"
+STORAGE = "search.db"  # an adaptive search's Optuna study (SQLite), beside the record
+SEARCHES = ("grid", "random", "tpe")
 STATUS_PENDING, STATUS_RUNNING = "pending", "running"
 # The sweep's own HParams metrics, written into each run folder once its run ends (failed too).
 METRICS = (
     ("sweep/final_eval_return", "final eval return"),
     ("sweep/best_eval_return", "best eval return"),
     ("sweep/failed", "failed (1) or finished (0)"),
+)
+# And an adaptive search's, per trial: its objective over its seeds, whether it was pruned.
+SEARCH_METRICS = (
+    ("sweep/objective", "the trial's objective over its seeds"),
+    ("sweep/pruned", "pruned (1) or not (0)"),
 )
 
 
@@ -49,6 +57,10 @@ class Sweep:
     sweep_seed: int = 0
     strict: bool = False
     runs: list[dict] = dataclasses.field(default_factory=list)
+    search: SearchSettings | None = None  # an adaptive search's (--search=tpe)
+    storage: str | None = None  # its Optuna storage URL
+    # Its trials as suggested, in order: number, name, texts, values, state, value, curve, ...
+    search_trials: list[dict] = dataclasses.field(default_factory=list)
 
     def identity(self) -> dict:
         """What makes two invocations the same sweep (not how they run it)."""
@@ -60,7 +72,20 @@ class Sweep:
             "num_trials": self.num_trials,
             "sweep_seed": self.sweep_seed,
             "strict": self.strict,
+            "search": None if self.search is None else dataclasses.asdict(self.search),
         }
+
+    @property
+    def study_name(self) -> str:
+        """The name of a search's study in its storage: the sweep folder's."""
+        return os.path.basename(self.base_dir)
+
+    @property
+    def kind(self) -> str:
+        """grid, random or tpe."""
+        if self.search is not None:
+            return self.search.sampler
+        return "grid" if self.num_trials is None else "random"
 
     @property
     def record_path(self) -> str:
@@ -75,6 +100,13 @@ class Sweep:
     def log_path(self, run: dict) -> str:
         return os.path.join(self.base_dir, "logs", run["name"] + ".log")
 
+    def reports_dir(self, trial: str) -> str:
+        """Where a search trial's runs report their evaluations to each other (its pruner's)."""
+        return os.path.join(self.base_dir, "search", trial)
+
+    def search_trial(self, name: str) -> dict:
+        return next(trial for trial in self.search_trials if trial["trial"] == name)
+
     def task(self, run: dict) -> Task:
         return Task(
             name=run["name"],
@@ -84,10 +116,28 @@ class Sweep:
             seed=run["seed"],
             strict=self.strict,
             log_path=self.log_path(run),
+            pruning=self._pruning(run),
         )
 
+    def _pruning(self, run: dict) -> dict | None:
+        """A search run's pruner: its trial's folder of reports, and the finished trials it is
+        compared with (those it was suggested from: their records are final)."""
+        if self.search is None or self.search.pruner == "none":
+            return None
+        trial = self.search_trial(run["trial"])
+        before = self.search_trials[: search.first_dependent(trial["number"], self.search)]
+        return {
+            "reports": self.reports_dir(run["trial"]),
+            "seeds": list(self.seeds),
+            "references": [t["curve"] for t in before if t["state"] == STATUS_FINISHED],
+            "settings": dataclasses.asdict(self.search),
+        }
+
     def trials(self) -> list[dict]:
-        """Per trial: its values, how its seeds ended, and the objective over finished seeds."""
+        """Per trial: its values, how its seeds ended, and the objective over finished seeds
+        (a search's: its state and its objective as `search.objective` gives it)."""
+        if self.search is not None:
+            return [self._search_summary(trial) for trial in self.search_trials]
         summary = {}
         for run in self.runs:
             entry = summary.setdefault(
@@ -108,6 +158,32 @@ class Sweep:
             entry["objective"] = float(np.mean(finals)) if finals else None
         return list(summary.values())
 
+    def _search_summary(self, trial: dict) -> dict:
+        runs = [run for run in self.runs if run["trial"] == trial["trial"]]
+        return {
+            "trial": trial["trial"],
+            "number": trial["number"],
+            "values": trial["values"],
+            "state": trial["state"],
+            "runs": len(runs),
+            "finished": sum(run["status"] == STATUS_FINISHED for run in runs),
+            "pruned": sum(run["status"] == STATUS_PRUNED for run in runs),
+            "failed": sum(run["status"] == STATUS_FAILED for run in runs),
+            "objective": trial["value"],
+            "pruned_at": trial.get("pruned_at"),
+        }
+
+    def objective_text(self) -> dict:
+        if self.search is None:
+            return {
+                "metric": "final_eval_return",
+                "aggregate": "final eval return, mean over the trial's finished seeds",
+            }
+        return {
+            "metric": f"{self.search.objective}_eval_return",
+            "aggregate": search.describe_objective(self.search.objective, len(self.seeds)),
+        }
+
     def write(self) -> None:
         record = {
             "format": FORMAT_VERSION,
@@ -116,14 +192,15 @@ class Sweep:
                 {"key": p.key, "hparam": p.hparam, "spec": spec_text(p), "domain": p.domain()}
                 for p in self.parameters
             ],
-            "objective": {
-                "metric": "final_eval_return",
-                "aggregate": "mean over the trial's finished seeds",
-            },
+            "objective": self.objective_text(),
             "updated": datetime.datetime.now().isoformat(timespec="seconds"),
             "trials": self.trials(),
             "runs": self.runs,
         }
+        if self.search is not None:
+            record["search_trials"] = self.search_trials
+            record["storage"] = self.storage
+            record["study"] = self.study_name
         atomic_write(self.record_path, json.dumps(record, indent=2) + "\n")
 
 
@@ -136,10 +213,17 @@ def define(
     num_trials: int | None = None,
     sweep_seed: int = 0,
     strict: bool = False,
+    search_kind: str | None = None,
+    settings: SearchSettings | None = None,
+    storage: str | None = None,
 ) -> Sweep:
     """The sweep these arguments describe, merged with the record in `base_dir` if it has one.
 
-    Raises RunError for a malformed --sweep, or a folder that holds a different sweep.
+    `search_kind` is grid (the product of the lists; no `num_trials`), random (`num_trials`
+    draws) or tpe (`num_trials` trials suggested by Optuna's TPE from the ones before, with
+    `settings`, its study in `storage`, by default `<base_dir>/search.db`); left out, it is
+    random with `num_trials` and grid without. Raises RunError for a malformed --sweep, a
+    search without what it needs, or a folder or storage that holds a different sweep.
     """
     from framework import config
 
@@ -153,13 +237,12 @@ def define(
     keys = [p.key for p in parameters]
     if len(set(keys)) != len(keys):
         raise usage_error(f"Each binding may be swept once; got {keys}.")
+    search_kind = _search_kind(search_kind, num_trials, parameters)
     names = hparam_names(resolved, keys)
     parameters = [dataclasses.replace(p, hparam=names[p.key]) for p in parameters]
     seeds = list(range(seeds)) if isinstance(seeds, int) else list(seeds)
     if not seeds or len(set(seeds)) != len(seeds) or min(seeds) < 0:
         raise usage_error(f"--seeds must give at least one seed, each once and >= 0; got {seeds}.")
-    if num_trials is not None and num_trials < 1:
-        raise usage_error(f"--num_trials must be at least 1, got {num_trials}.")
     config_name = os.path.splitext(os.path.basename(resolved[-1]))[0]
     if base_dir is None:
         family = os.path.basename(os.path.dirname(resolved[-1]))
@@ -170,8 +253,9 @@ def define(
             "one folder per run there. Choose a folder (a new one starts a sweep, an existing "
             "sweep's resumes it)."
         )
+    base_dir = os.path.abspath(base_dir)
     sweep = Sweep(
-        base_dir=os.path.abspath(base_dir),
+        base_dir=base_dir,
         gin_files=resolved,
         bindings=list(bindings),
         parameters=parameters,
@@ -180,31 +264,78 @@ def define(
         sweep_seed=sweep_seed,
         strict=strict,
     )
-    for trial in plan(parameters, num_trials, sweep_seed, config_name):
-        values = {
-            p.hparam: (float(t) if p.distribution in ("uniform", "loguniform") else plain_value(t))
-            for p, t in zip(parameters, trial.texts, strict=True)
-        }
-        for seed in seeds:
-            sweep.runs.append(
-                {
-                    "name": f"{trial.name}_seed{seed}",
-                    "trial": trial.name,
-                    "seed": seed,
-                    "bindings": [
-                        f"{p.key} = {t}" for p, t in zip(parameters, trial.texts, strict=True)
-                    ],
-                    "values": values,
-                    "status": STATUS_PENDING,
-                    "attempts": 0,
-                    "seconds": 0.0,
-                    "result": None,
-                    "trial_key": None,  # once it ran: its config's (framework/storage/trials.py)
-                    "error": None,
-                }
-            )
+    if search_kind == "tpe":
+        search.require_optuna()
+        sweep.search = settings or SearchSettings()
+        sweep.storage = storage or f"sqlite:///{os.path.join(base_dir, STORAGE)}"
+    else:
+        for trial in plan(parameters, num_trials, sweep_seed, config_name):
+            sweep.runs += new_runs(sweep, trial.name, trial.texts)
     _merge_record(sweep)
+    if sweep.search is not None and _storage_exists(sweep.storage):
+        open_study(sweep)  # another search's storage is refused before anything starts
     return sweep
+
+
+def _search_kind(kind: str | None, num_trials: int | None, parameters: list[Parameter]) -> str:
+    """The kind of sweep, checked against --num_trials and the --sweep flags."""
+    if kind is None:
+        kind = "grid" if num_trials is None else "random"
+    if kind not in SEARCHES:
+        raise usage_error(f"--search must be one of {', '.join(SEARCHES)}, got {kind!r}.")
+    if num_trials is not None and num_trials < 1:
+        raise usage_error(f"--num_trials must be at least 1, got {num_trials}.")
+    if kind == "grid" and num_trials is not None:
+        raise usage_error(
+            f"--search=grid runs every combination of the lists; --num_trials={num_trials} is "
+            "for --search=random or --search=tpe."
+        )
+    if kind != "grid" and num_trials is None:
+        raise usage_error(f"--search={kind} needs --num_trials=N: how many trials to run.")
+    if kind == "tpe" and not parameters:
+        raise usage_error(
+            "--search=tpe needs a space to search: give at least one --sweep, a range such as "
+            "'optimizers.Adam.learning_rate=loguniform(1e-4, 1e-2)' or a list of choices."
+        )
+    return kind
+
+
+def new_runs(sweep: Sweep, trial: str, texts: Sequence[str]) -> list[dict]:
+    """The runs of one trial, one per seed, pending."""
+    parameters = sweep.parameters
+    values = {
+        p.hparam: (float(t) if p.distribution in ("uniform", "loguniform") else plain_value(t))
+        for p, t in zip(parameters, texts, strict=True)
+    }
+    return [
+        {
+            "name": f"{trial}_seed{seed}",
+            "trial": trial,
+            "seed": seed,
+            "bindings": [f"{p.key} = {t}" for p, t in zip(parameters, texts, strict=True)],
+            "values": values,
+            "status": STATUS_PENDING,
+            "attempts": 0,
+            "seconds": 0.0,
+            "result": None,
+            "trial_key": None,  # once it ran: its config's (framework/storage/trials.py)
+            "error": None,
+        }
+        for seed in sweep.seeds
+    ]
+
+
+def _storage_exists(storage: str) -> bool:
+    """Whether there is a study to check: an SQLite file that exists, or any other storage."""
+    prefix = "sqlite:///"
+    return not storage.startswith(prefix) or os.path.exists(storage[len(prefix) :])
+
+
+def open_study(sweep: Sweep):
+    """The search's Optuna study (made where missing), holding every ended trial of the record."""
+    study = search.open_study(sweep.storage, sweep.study_name, sweep.identity())
+    search.record_in_study(study, sweep.parameters, sweep.search_trials)
+    return study
 
 
 def read_record(base_dir: str) -> dict | None:
@@ -227,9 +358,13 @@ def _merge_record(sweep: Sweep) -> None:
         raise RunError(
             f"{sweep.base_dir} holds a different sweep (its {RECORD} differs in "
             f"{', '.join(differences)}: {', '.join(f'{k}={earlier[k]!r}' for k in differences)}). "
-            "Give the same gin files, bindings, --sweep, --seeds, --num_trials and --sweep_seed "
-            "to continue it, or another --base_dir for a new sweep."
+            "Give the same gin files, bindings, --sweep, --seeds, --num_trials, --sweep_seed and "
+            "search flags to continue it, or another --base_dir for a new sweep."
         )
+    if sweep.search is not None:  # its trials were suggested as it went: all in the record
+        sweep.runs = record["runs"]
+        sweep.search_trials = record.get("search_trials", [])
+        return
     previous = {run["name"]: run for run in record.get("runs", [])}
     for run in sweep.runs:
         if run["name"] in previous:
@@ -261,12 +396,19 @@ def _columns(sweep: Sweep):
     columns a first run did not log vanish), and not in a folder of its own (TensorBoard would
     list it as a run beside the training runs)."""
     hp = _hparams_api()
-    names = sorted({run["trial"] for run in sweep.runs}, key=tables.natural)
-    hparams = [hp.HParam(TRIAL_COLUMN, hp.Discrete(names))]
+    if sweep.search is None:
+        names = sorted({run["trial"] for run in sweep.runs}, key=tables.natural)
+        hparams = [hp.HParam(TRIAL_COLUMN, hp.Discrete(names))]
+    else:  # a search's trials are named as they are suggested: no list of them beforehand
+        hparams = [hp.HParam(TRIAL_COLUMN)]
     # Named as every run's own HParams session names them (`bound_hyperparameters`).
     hparams += [hp.HParam(p.hparam, _domain(p.domain())) for p in sweep.parameters]
-    metrics = [hp.Metric(tag, display_name=name) for tag, name in METRICS]
+    metrics = [hp.Metric(tag, display_name=name) for tag, name in _metrics(sweep)]
     return hp.hparams_config_pb(hparams=hparams, metrics=metrics)
+
+
+def _metrics(sweep: Sweep) -> tuple[tuple[str, str], ...]:
+    return METRICS + (SEARCH_METRICS if sweep.search is not None else ())
 
 
 def declare_columns(sweep: Sweep, run: dict) -> None:
@@ -293,11 +435,18 @@ def write_run_result(sweep: Sweep, run: dict) -> None:
         values |= {name: hparam_value(value) for name, value in run["values"].items()}
         results.append((0, _hparams_api().hparams_pb(values, trial_id=group)))
     failed = run["status"] == STATUS_FAILED
-    for tag, value in (
+    scalars = [
         ("sweep/final_eval_return", result.get("final_eval_return")),
         ("sweep/best_eval_return", result.get("best_eval_return")),
         ("sweep/failed", float(failed)),
-    ):
+    ]
+    if sweep.search is not None:  # the trial's, once it ended; NaN before
+        trial = sweep.search_trial(run["trial"])
+        scalars += [
+            ("sweep/objective", trial["value"]),
+            ("sweep/pruned", float(trial["state"] == STATUS_PRUNED)),
+        ]
+    for tag, value in scalars:
         value = float("nan") if value is None else value
         results.append((step, scalar_summary.scalar_pb(tag, value)))
     status = api_pb2.STATUS_FAILURE if failed else api_pb2.STATUS_SUCCESS
@@ -305,18 +454,22 @@ def write_run_result(sweep: Sweep, run: dict) -> None:
     folder.write_result_events(results)
 
 
-def read_result(folder: RunDirectory) -> dict:
-    """Final and best eval return, and the step of the final one, from the run's event files."""
+def read_result(folder: RunDirectory, with_curve: bool = False) -> dict:
+    """Final and best eval return, and the step of the final one, from the run's event files;
+    `with_curve` adds the eval curve (a search's trials are judged on it)."""
     curve = folder.eval_curve()
-    if not curve:
-        return {"final_eval_return": None, "best_eval_return": None, "eval_step": None}
-    step, final = curve[-1]
-    best = max(value for _, value in curve)
-    return {
-        "final_eval_return": float(final) if math.isfinite(final) else None,  # JSON: no NaN
-        "best_eval_return": float(best) if math.isfinite(best) else None,
-        "eval_step": int(step),
-    }
+    result = {"final_eval_return": None, "best_eval_return": None, "eval_step": None}
+    if curve:
+        step, final = curve[-1]
+        best = max(value for _, value in curve)
+        result = {
+            "final_eval_return": float(final) if math.isfinite(final) else None,  # JSON: no NaN
+            "best_eval_return": float(best) if math.isfinite(best) else None,
+            "eval_step": int(step),
+        }
+    if with_curve:
+        result["curve"] = [[int(s), float(v) if math.isfinite(v) else None] for s, v in curve]
+    return result
 
 
 def summary_table(sweep: Sweep) -> str:
@@ -329,6 +482,18 @@ def summary_table(sweep: Sweep) -> str:
             *(tables.order(value) for value in t["values"].values()),
         ),
     )
+    if sweep.search is not None:
+        objective = sweep.objective_text()
+        lines = [
+            f"| trial | state | objective ({objective['aggregate']}) | pruned at step |",
+            "|---|---|---|---|",
+        ]
+        for t in rows:
+            lines.append(
+                f"| {t['trial']} | {t['state']} | {tables.significant(t['objective'])} | "
+                f"{t['pruned_at'] if t['pruned_at'] is not None else ''} |"
+            )
+        return "\n".join(lines)
     lines = [
         "| trial | seeds finished | failed | final eval return (mean over seeds) |",
         "|---|---|---|---|",

@@ -13,10 +13,12 @@ import os
 import signal
 import sys
 import traceback
+from collections.abc import Sequence
 
 from framework import processes
 
 STATUS_FINISHED, STATUS_FAILED, STATUS_INTERRUPTED = "finished", "failed", "interrupted"
+STATUS_PRUNED = "pruned"  # a search's pruner stopped it (checkpointed): its trial fell behind
 _MAX_ERROR_CHARS = 2000  # a one-paragraph error; the traceback goes to the run's log
 
 
@@ -31,12 +33,15 @@ class Task:
     seed: int
     strict: bool = False
     log_path: str | None = None  # where the run's output goes (append); None: inherited
+    pruning: dict | None = None  # a search trial's: `search_pruning.TrialPruner`'s arguments
 
 
-def run(task: Task) -> dict:
+def run(task: Task, callbacks: Sequence = ()) -> dict:
     """Trains `task` into its run folder (resuming from its newest complete checkpoint);
     returns {"status": "finished"}, or {"status": "failed", "error": one paragraph}, or
-    {"status": "interrupted", ...} when a signal stopped it (it checkpointed; resumed later).
+    {"status": "interrupted", ...} when a signal stopped it (it checkpointed; resumed later),
+    or {"status": "pruned", "pruned_at": step, "why": ...} when its search trial was pruned.
+    `callbacks` run after the task's pruner (a Ray search's reporter to Tune).
 
     Any exception is a failure of this run alone (its traceback goes to the log).
     """
@@ -44,6 +49,11 @@ def run(task: Task) -> dict:
 
     import experiments
 
+    pruner = None
+    if task.pruning is not None:
+        from experiments.search_pruning import TrialPruner
+
+        pruner = TrialPruner(seed=task.seed, **task.pruning)
     gin.clear_config()
     try:
         experiments.train(
@@ -52,6 +62,7 @@ def run(task: Task) -> dict:
             task.base_dir,
             task.seed,
             task.strict,
+            callbacks=[pruner, *callbacks] if pruner else list(callbacks),
         )
     except experiments.RunStopped as stop:  # SIGTERM/SIGINT: checkpointed, to be resumed
         return {"status": STATUS_INTERRUPTED, "error": _paragraph(str(stop))}
@@ -62,6 +73,9 @@ def run(task: Task) -> dict:
         return {"status": STATUS_FAILED, "error": _paragraph(f"{type(error).__name__}: {error}")}
     finally:
         gin.clear_config()
+    if pruner is not None and pruner.pruned is not None:
+        step, why = pruner.pruned
+        return {"status": STATUS_PRUNED, "pruned_at": step, "why": why}
     return {"status": STATUS_FINISHED}
 
 
@@ -136,10 +150,15 @@ def tune_trainable(config: dict) -> None:
     from ray import tune
 
     task = Task(**{**config["task"], "gin_files": tuple(config["task"]["gin_files"])})
+    tune.report(run_here(task))
+
+
+def run_here(task: Task, callbacks: Sequence = ()) -> dict:
+    """`run` in a process that lives on after it (a Ray worker): its output goes to the run's
+    log while it lasts, and back where it went before."""
     with _output_restored_after():
         _start(task)
-        outcome = run(task)
-    tune.report(outcome)
+        return run(task, callbacks)
 
 
 @contextlib.contextmanager

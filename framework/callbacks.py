@@ -44,9 +44,15 @@ class Callback:
     Callbacks read the run, never change it: mutating the agent, or drawing from the run's
     random generators (the global ones of `random` and `np.random`, the agent's `rng`), is not
     supported and breaks exact resume; keep a generator of your own (in your state) instead.
+
+    `in_checkpoint = False` keeps a callback out of the checkpoints altogether: one whose
+    decisions live outside the run (a search's pruner reads its trial's record in the sweep's
+    folder) and that has no `state()` nor `every_steps`. A run it stopped can be resumed without
+    it, by hand, as a run without callbacks resumes.
     """
 
     every_steps: int | None = None
+    in_checkpoint: bool = True
 
     def on_start(self, run: "RunView") -> None:
         """A start is about to train (a fresh run at step 0, or a resumed one); `run.stop` ends
@@ -200,6 +206,8 @@ class Hooks:
         self.callbacks = list(callbacks)
         self.agent, self.num_steps, self.counts = agent, num_steps, counts
         self.views = [RunView(self, index) for index in range(len(self.callbacks))]
+        # The indices of the callbacks that checkpoints hold.
+        self._saved = [i for i, callback in enumerate(self.callbacks) if callback.in_checkpoint]
         self.windows: list[list[EndedEpisodes]] = [[] for _ in self.callbacks]
         self._stepping = [i for i, c in enumerate(self.callbacks) if c.every_steps is not None]
         self._next: dict[int, int] = {}  # a stepping callback's next on_step, by index
@@ -298,11 +306,18 @@ class Hooks:
 
     # ----- checkpoints -------------------------------------------------------------------------
 
+    @property
+    def in_checkpoint(self) -> bool:
+        """Whether checkpoints hold the callbacks' record: some callback is `in_checkpoint`."""
+        return bool(self._saved)
+
     def state(self) -> str:
         """Each callback's name, state and pending episodes, and the latest evaluation, as one
-        JSON text: one checkpoint value, whatever the callbacks keep."""
+        JSON text: one checkpoint value, whatever the callbacks keep (those `in_checkpoint`)."""
         each = []
         for callback, window in zip(self.callbacks, self.windows, strict=True):
+            if not callback.in_checkpoint:
+                continue
             state = callback.state()
             _check_json(state, f"{_name(callback)}.state()")
             each.append({"name": _name(callback), "state": state, "ended": _to_json(window)})
@@ -313,13 +328,13 @@ class Hooks:
         """Takes back what `state()` gave; a ValueError if other callbacks wrote it."""
         saved = json.loads(text)
         names = [entry["name"] for entry in saved["callbacks"]]
-        bound = [_name(callback) for callback in self.callbacks]
+        bound = [_name(self.callbacks[index]) for index in self._saved]
         if names != bound:
             raise ValueError(
                 f"it was written with the callbacks {names} and this run binds {bound}: "
                 "resume with the same Runner.callbacks (and experiments.train callbacks)"
             )
-        for index, entry in enumerate(saved["callbacks"]):
+        for index, entry in zip(self._saved, saved["callbacks"], strict=True):
             self.callbacks[index].load_state(entry["state"])
             self.windows[index] = _from_json(entry["ended"])
         evaluation = saved["evaluation"]
@@ -341,6 +356,12 @@ def _check(callback: Any) -> None:
         raise ValueError(
             f"{_name(callback)}.every_steps must be None (no on_step) or an integer >= 1 "
             f"(environment steps between two on_step calls), got {every!r}."
+        )
+    if not callback.in_checkpoint and every is not None:
+        raise ValueError(
+            f"{_name(callback)} has in_checkpoint = False and every_steps = {every}: the "
+            "episodes pending for its next on_step live in the checkpoint; keep it in the "
+            "checkpoint, or give it no on_step (every_steps = None)."
         )
 
 

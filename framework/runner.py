@@ -294,7 +294,7 @@ class Runner:
             "driver": self.driver.state(),
             "rngs": {"global": global_rng_states(), "tf": tf.random.get_global_generator()},
         }
-        if self._hooks:  # only then: a run without callbacks writes what it always wrote
+        if self._hooks and self._hooks.in_checkpoint:  # else what a run without callbacks writes
             state["callbacks"] = self._hooks.state()
         return state
 
@@ -345,7 +345,7 @@ class Runner:
             self.state = RunnerState(**state["runner"])
             exact = self.driver.load_state(state["driver"], step)
             set_global_rng_states(state["rngs"]["global"])
-            if self._hooks:
+            if self._hooks and self._hooks.in_checkpoint:
                 self._hooks.load_state(state["callbacks"])
         except (ValueError, TypeError, KeyError) as error:
             raise CheckpointMismatchError(
@@ -538,6 +538,7 @@ class Runner:
             hooks.stop_reason,
             self.state.env_steps,
         )
+        self.run_directory.record_stop(self.state.env_steps, hooks.stop_reason)
         self._call_hooks(hooks.end)
         return True
 
@@ -618,6 +619,7 @@ class Runner:
                 stopped,
                 state.env_steps,
             )
+            self.run_directory.record_stop(state.env_steps, stopped)
         if self.stop_requested is not None and not (reached or stopped):
             self._stop(writers, table)  # raises Stopped, after the callbacks' on_end
         if hooks:

@@ -37,6 +37,7 @@ FILES = {
     "tests/experiments/test_resume.py": "process",
     "tests/experiments/test_run_cli.py": "process",
     "tests/experiments/test_run_records.py": "integration",
+    "tests/experiments/test_search_runs.py": "process",
     "tests/experiments/test_signals.py": "process",
     "tests/experiments/test_sweep.py": "process",
     "tests/experiments/test_tensorboard_live.py": "process",
@@ -84,6 +85,9 @@ _INTEGRATION = {
         "test_a_crash_inside_a_prune_is_finished_by_the_next_start",
         "test_a_resume_keeps_the_seed_the_agent_and_the_environment",
         "test_a_damaged_best_snapshot_or_progress_table_is_set_aside_and_the_resume_goes_on",
+    ],
+    "tests/experiments/test_search.py": [
+        "test_a_pruned_run_ends_checkpointed_says_why_and_a_resume_by_hand_trains_on"
     ],
     "tests/experiments/test_learner_floor.py": [
         "test_the_floor_and_the_learner_take_the_same_steps",

@@ -7,7 +7,8 @@ files, and the readers that analysis and sweeps use. Nothing else decides a path
       config.before-start-<N>.gin   the config start N replaced, when it changed
       config-changes.diff           how the config of a start refused for not fitting the
                                     checkpoints differed from config.gin
-      metadata.json                 {"starts": [...], "last_checkpoint": N}
+      metadata.json                 {"starts": [...], "last_checkpoint": N}; a start a
+                                    callback ended says where and why ("stopped")
       progress.csv                  the scalars of every log step as one table
                                     (progress_csv.py), continued across resumes; a damaged
                                     one is set aside and a new one begun
@@ -185,6 +186,15 @@ class RunDirectory:
         starts.append({**metadata, "resumed_from_step": resumed_step})
         self._write_metadata(starts=starts, best=self.best())
         self.write_config(operative_config)
+
+    def record_stop(self, step: int, reason: str) -> None:
+        """Notes in the latest start's record that a callback ended it at `step`, and why (a
+        search's pruner: "pruned at step N, ..."); a later start (a resume by hand) is a record
+        of its own, without it. A runner used without the records of a start notes nothing."""
+        starts = self.starts()
+        if starts:
+            starts[-1]["stopped"] = {"step": step, "reason": reason}
+            self._write_metadata(starts=starts)
 
     def record_checkpoint(self, step: int) -> None:
         """Notes outside checkpoints/ that a checkpoint completed, so that a folder which later

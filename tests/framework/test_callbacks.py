@@ -434,6 +434,35 @@ def test_callbacks_are_in_the_checkpoint_only_when_bound_and_must_match_at_a_res
         make_runner(tmp_path / "none", callbacks=[Counter()]).restore()
 
 
+class Outside(Callback):
+    """Keeps nothing in the checkpoints (a search's pruner: its record is the sweep's)."""
+
+    in_checkpoint = False
+
+    def __init__(self, every_steps=None):
+        self.every_steps, self.evaluations = every_steps, []
+
+    def on_evaluation(self, run, evaluation):
+        self.evaluations.append(evaluation.step)
+
+
+def test_a_callback_kept_out_of_checkpoints_need_not_be_there_at_a_resume(tmp_path):
+    outside = Outside()
+    make_runner(tmp_path / "alone", num_steps=9, callbacks=[outside]).run()
+    assert outside.evaluations == [9]  # called as any callback
+    assert _saved_paths(tmp_path / "alone") == _saved_paths_without_callbacks(tmp_path)
+    assert make_runner(tmp_path / "alone").restore() == 9  # resumed without it
+    make_runner(tmp_path / "beside", num_steps=9, callbacks=[Outside(), Counter()]).run()
+    assert make_runner(tmp_path / "beside", callbacks=[Counter()]).restore() == 9
+    with pytest.raises(ValueError, match=r"in_checkpoint = False and every_steps = 5: the"):
+        make_runner(tmp_path / "stepping", callbacks=[Outside(every_steps=5)])
+
+
+def _saved_paths_without_callbacks(tmp_path) -> list[str]:
+    make_runner(tmp_path / "none", num_steps=9).run()
+    return _saved_paths(tmp_path / "none")
+
+
 class Unsavable(Callback):
     def state(self):
         return {"when": object()}

@@ -1,0 +1,122 @@
+"""The adaptive search's figures on DQN CartPole (issue 42's "what it must show"): for each sweep
+seed, the same 24-trial TPE search with the median pruner and without it, and a random search of
+as many trials, each of 1 seed a trial over the learning rate (log-uniform) and the target
+period; each one's best.gin confirmed with 3 new seeds. Prints, per search, the environment
+steps it used, its best trial and value, and the confirmed mean with its 95% interval.
+
+  python -m experiments.search_cartpole [--base_dir=searches] [--num_trials=24] ...
+
+Every search is an ordinary sweep folder under --base_dir (resumed when started again, read by
+`experiments.analyze`); the defaults are the issue's (50k steps, an evaluation every 5k).
+"""
+
+import os
+import sys
+
+from experiments import quiet
+
+quiet.import_tensorflow()
+
+from experiments import RunError, search, search_report  # noqa: E402
+from experiments.sweep import run_sweep  # noqa: E402
+from experiments.sweep_best import confirm, confirmation_text  # noqa: E402
+from experiments.sweep_record import define, read_record  # noqa: E402
+
+CONFIG = "gin_configs/dqn/cartpole.gin"
+SPACE = [
+    "optimizers.Adam.learning_rate=loguniform(1e-4, 1e-2)",
+    "HardUpdate.period=[16, 64, 128, 256, 1024]",  # gradient steps between two copies
+]
+SEARCHES = {  # name: (--search, --pruner)
+    "tpe_median": ("tpe", "median"),
+    "tpe_none": ("tpe", "none"),
+    "random": ("random", None),
+}
+
+
+def run_one(name: str, sweep_seed: int, flag) -> dict:
+    """One search, run (or resumed) and confirmed; its figures."""
+    kind, pruner = SEARCHES[name]
+    settings = search.SearchSettings(pruner=pruner) if kind == "tpe" else None
+    base_dir = os.path.join(flag.base_dir, f"{name}_seed{sweep_seed}")
+    bindings = [
+        f"Runner.num_steps = {flag.num_steps}",
+        f"Runner.eval_interval = {flag.eval_interval}",
+    ]
+    sweep = define(
+        [CONFIG],
+        bindings,
+        SPACE,
+        seeds=1,
+        base_dir=base_dir,
+        num_trials=flag.num_trials,
+        sweep_seed=sweep_seed,
+        search_kind=kind,
+        settings=settings,
+    )
+    run_sweep(sweep, parallel=flag.parallel)
+    confirmed = confirm(sweep, flag.confirm_seeds, run_sweep, parallel=flag.parallel)
+    print(f"{name}, sweep seed {sweep_seed}: {confirmation_text(confirmed)}", flush=True)
+    return {
+        "search": name,
+        "sweep_seed": sweep_seed,
+        "env_steps": search_report.env_steps_used(read_record(sweep.base_dir)),
+        **confirmed,
+    }
+
+
+def table(rows: list[dict]) -> str:
+    lines = [
+        "| search | sweep seed | env steps | best trial | its value (1 seed) | "
+        "confirmed: mean [95% CI] (new seeds) |",
+        "|---|---|---|---|---|---|",
+    ]
+    for row in rows:
+        lines.append(
+            f"| {row['search']} | {row['sweep_seed']} | {row['env_steps']:,} | {row['trial']} | "
+            f"{row['estimate']:.1f} | {row['mean']:.1f} [{row['low']:.1f}, {row['high']:.1f}] "
+            f"({len(row['scores'])}) |"
+        )
+    for seed in sorted({row["sweep_seed"] for row in rows}):
+        steps = {row["search"]: row["env_steps"] for row in rows if row["sweep_seed"] == seed}
+        share = steps["tpe_median"] / steps["tpe_none"]
+        lines.append(
+            f"\nSweep seed {seed}: TPE with the median pruner used {share:.0%} of the "
+            "environment steps of the same search without it."
+        )
+    return "\n".join(lines)
+
+
+def _define_flags():
+    from absl import flags
+
+    flags.DEFINE_string("base_dir", "searches/dqn_cartpole", "Where the searches' folders go.")
+    flags.DEFINE_integer("num_trials", 24, "Trials of each search.")
+    flags.DEFINE_integer("num_steps", 50_000, "Runner.num_steps of each run.")
+    flags.DEFINE_integer("eval_interval", 5_000, "Runner.eval_interval of each run.")
+    flags.DEFINE_list("sweep_seeds", ["0", "1"], "The sweep seeds, one search of each kind each.")
+    flags.DEFINE_integer("confirm_seeds", 3, "New seeds for each search's best.gin.")
+    flags.DEFINE_integer("parallel", None, "Runs at once (default: one per core).")
+
+
+def main(argv: list[str]) -> None:
+    from absl import flags
+
+    del argv
+    flag = flags.FLAGS
+    from experiments.analyze import require_analysis_extra
+
+    try:
+        require_analysis_extra()  # the confirmation's intervals
+        rows = [run_one(name, int(seed), flag) for seed in flag.sweep_seeds for name in SEARCHES]
+    except RunError as error:
+        print(f"experiments.search_cartpole: error: {error}", file=sys.stderr)
+        sys.exit(1)
+    print(table(rows), flush=True)
+
+
+if __name__ == "__main__":
+    from absl import app
+
+    _define_flags()
+    app.run(main)

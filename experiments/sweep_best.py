@@ -1,0 +1,110 @@
+"""A sweep's outcome as a file: `best.gin`, the best trial ready for `experiments.run`, and its
+confirmation with seeds the sweep never used (`--confirm_seeds`), beside the sweep's estimate.
+
+The best trial's objective is a maximum over trials, so it overestimates what its values give
+(the winner's curse, worst with one seed a trial): the confirmation runs it again on new seeds.
+"""
+
+import math
+import os
+import sys
+
+import numpy as np
+
+from experiments import RunError
+from experiments.sweep_record import Sweep, define
+from experiments.trial import STATUS_FINISHED
+
+BEST_GIN = "best.gin"
+
+
+def best_trial(sweep: Sweep) -> dict | None:
+    """The trial with the highest objective (a search's: among its finished trials)."""
+    trials = [
+        t
+        for t in sweep.trials()
+        if t["objective"] is not None and t.get("state", STATUS_FINISHED) == STATUS_FINISHED
+    ]
+    return max(trials, key=lambda t: t["objective"]) if trials else None
+
+
+def write_best_gin(sweep: Sweep) -> str | None:
+    """`<base_dir>/best.gin`: the sweep's gin files as includes, its fixed --gin_bindings and
+    the best trial's values, and nothing else; None while no trial has an objective."""
+    best = best_trial(sweep)
+    if best is None or not sweep.parameters:
+        return None
+    run = next(r for r in sweep.runs if r["trial"] == best["trial"])
+    aggregate = sweep.objective_text()["aggregate"]
+    path = os.path.join(sweep.base_dir, BEST_GIN)
+    lines = [
+        f"# The best trial of the sweep in {sweep.base_dir}:",
+        f"# {best['trial']}, objective {best['objective']:.6g} ({aggregate}).",
+        f"# Train it: python -m experiments.run --gin_file={path}",
+        "",
+        *[f"include '{path}'" for path in sweep.gin_files],
+    ]
+    if sweep.bindings:
+        lines += ["", "# The sweep's --gin_bindings, which every trial had.", *sweep.bindings]
+    lines += ["", "# The trial's values.", *run["bindings"]]
+    with open(path, "w") as f:
+        f.write("\n".join(lines) + "\n")
+    return path
+
+
+def confirm(
+    sweep: Sweep,
+    num_seeds: int,
+    run_sweep,
+    out=sys.stdout,
+    **how,
+) -> dict:
+    """Trains best.gin with `num_seeds` seeds the sweep did not use (a sweep of its own in
+    `<base_dir>/confirm_<trial>/`, resumed like any) and returns the sweep's estimate beside the
+    confirmed mean of the same objective, with its 95% bootstrap interval."""
+    from experiments import search, statistics
+
+    best = best_trial(sweep)
+    path = write_best_gin(sweep)
+    if path is None:
+        raise RunError(
+            "--confirm_seeds: no trial of the sweep has an objective (every one failed or was "
+            "pruned), so there is nothing to confirm."
+        )
+    first = max(sweep.seeds) + 1
+    seeds = list(range(first, first + num_seeds))
+    folder = os.path.join(sweep.base_dir, f"confirm_{best['trial']}")
+    confirmation = define([path], [], [], seeds, folder, strict=sweep.strict)
+    print(f"confirm: {best['trial']} with seeds {seeds} in {folder}", file=out, flush=True)
+    run_sweep(confirmation, out=out, **how)
+    kind = sweep.search.objective if sweep.search is not None else "final"
+    scores = []
+    for run in confirmation.runs:
+        if run["status"] != STATUS_FINISHED:
+            continue
+        curve = confirmation.run_folder(run).eval_curve()
+        scores.append(search.objective({0: curve}, kind))
+    scores = [s for s in scores if s is not None and math.isfinite(s)]
+    point, low, high = statistics.bootstrap_interval(np.asarray(scores), statistics.mean)
+    return {
+        "trial": best["trial"],
+        "estimate": best["objective"],
+        "estimate_seeds": len(sweep.seeds),
+        "seeds": seeds,
+        "scores": scores,
+        "mean": point,
+        "low": low,
+        "high": high,
+        "metric": f"{kind} eval return",
+        "best_gin": path,
+    }
+
+
+def confirmation_text(result: dict) -> str:
+    seeds = result["estimate_seeds"]
+    return (
+        f"{result['trial']}: the sweep's estimate {result['estimate']:.4g} ({result['metric']} "
+        f"over {seeds} seed{'s' if seeds > 1 else ''}); confirmed over {len(result['scores'])} "
+        f"new seeds {result['seeds']}: mean {result['mean']:.4g} [95% CI {result['low']:.4g}, "
+        f"{result['high']:.4g}]. best.gin: {result['best_gin']}"
+    )
