@@ -21,6 +21,7 @@ import tensorflow as tf
 
 from framework import env_state
 from framework.policy import Policy
+from framework.storage import file_names
 
 SIGNATURE = "action"
 DESCRIPTION = os.path.join("assets.extra", "policy.json")
@@ -131,7 +132,8 @@ def export(policy: Policy, run_dir: str, directory: str) -> dict[str, Any]:
 def call_latency(directory: str, space: Any, batches: tuple[int, ...] = (1, 1000)) -> dict:
     """Loads the export back, as a user would, and times its signature: the median of 20
     calls at each batch size of observations drawn from `space`, in seconds."""
-    signature = tf.saved_model.load(directory).signatures[SIGNATURE]
+    with file_names.tensorflow_readable_folder(directory) as readable:
+        signature = tf.saved_model.load(readable).signatures[SIGNATURE]
     space.seed(0)
     latency = {}
     for batch in batches:

@@ -30,13 +30,22 @@ def tensorflow_readable(prefix: str) -> Iterator[str]:
     """The checkpoint `prefix` (a plain name, `ckpt-N`, in any folder) as TensorFlow's reader
     finds it, for the block. That reader (behind `tf.train.Checkpoint.read`) looks for the
     index file by pattern, so in a folder named `lr[0.01]` it finds none ("Failed to find any
-    matching files"); such a folder is reached through a symbolic link of a plain name in a
-    temporary folder, removed after the block."""
+    matching files")."""
     folder, name = os.path.split(os.path.abspath(prefix))
+    with tensorflow_readable_folder(folder) as readable:
+        yield os.path.join(readable, name)
+
+
+@contextlib.contextmanager
+def tensorflow_readable_folder(folder: str) -> Iterator[str]:
+    """`folder` as TensorFlow's readers find the files in it (a checkpoint's, a SavedModel's),
+    for the block: itself where its path holds no pattern character, else a symbolic link of a
+    plain name in a temporary folder, removed after the block."""
+    folder = os.path.abspath(folder)
     if not any(character in folder for character in _TENSORFLOW_PATTERN_CHARACTERS):
-        yield prefix
+        yield folder
         return
-    with tempfile.TemporaryDirectory(prefix="rlframe-checkpoint-") as temporary:
+    with tempfile.TemporaryDirectory(prefix="rlframe-readable-") as temporary:
         link = os.path.join(temporary, "folder")
         os.symlink(folder, link)
-        yield os.path.join(link, name)
+        yield link

@@ -110,3 +110,23 @@ def test_no_glob_pattern_is_built_from_a_path():
     }
     assert any(name.startswith("framework/storage/file_names.py") for name in calls), calls
     assert not [call for call, unescaped in calls.items() if unescaped]
+
+
+@pytest.mark.parametrize("folder", ["lr[0.01]/export", "export[1]"])
+def test_a_savedmodel_in_a_folder_named_like_a_pattern_loads_through_the_readable_path(
+    tmp_path, folder
+):
+    import tensorflow as tf
+
+    module = tf.Module()
+    module.scale = tf.Variable(3.0)
+    module.call = tf.function(
+        lambda x: x * module.scale, input_signature=[tf.TensorSpec([], tf.float32)]
+    )
+    directory = tmp_path / folder
+    tf.saved_model.save(module, str(directory))
+    with pytest.raises(FileNotFoundError):  # TensorFlow's loader reads the path as a pattern
+        tf.saved_model.load(str(directory))
+    with file_names.tensorflow_readable_folder(str(directory)) as readable:
+        assert float(tf.saved_model.load(readable).call(2.0)) == 6.0
+    assert not pathlib.Path(readable).exists()  # the link is gone after the block
