@@ -4,7 +4,9 @@ trained runs), each test's tier (tests/tiers.py) and, where CI asks, no unexplai
 import atexit
 import fnmatch
 import os
+import pathlib
 import shutil
+import subprocess
 import tempfile
 
 # TensorFlow's C++ log at the command line's level (fatal lines only), here and in the runs the
@@ -76,7 +78,7 @@ def pytest_collection_modifyitems(config, items):
 ALLOWED_SKIPS = [
     (
         "tests/experiments/test_faults.py::*",
-        "cannot mount a small filesystem here",
+        "mounting a tmpfs is not permitted here",
         "mounting a tmpfs needs root (CAP_SYS_ADMIN), which a CI runner may not have",
     ),
     (
@@ -119,3 +121,28 @@ def pytest_terminal_summary(terminalreporter):
 def pytest_sessionfinish(session):
     if _refused_skips and session.exitstatus == pytest.ExitCode.OK:
         session.exitstatus = pytest.ExitCode.TESTS_FAILED
+
+
+@pytest.fixture
+def tmpfs(tmp_path):
+    """`mount(name, options)`: a tmpfs with those options on a new folder of `tmp_path` (a small,
+    read-only or full filesystem; mounting needs root on Linux, the test is skipped elsewhere),
+    unmounted at the end."""
+    mounted = []
+
+    def mount(name: str, options: str) -> pathlib.Path:
+        folder = tmp_path / name
+        folder.mkdir()
+        done = subprocess.run(
+            ["mount", "-t", "tmpfs", "-o", options, "tmpfs", str(folder)],
+            capture_output=True,
+            text=True,
+        )
+        if done.returncode != 0:
+            pytest.skip(f"mounting a tmpfs is not permitted here: {done.stderr.strip()}")
+        mounted.append(folder)
+        return folder
+
+    yield mount
+    for folder in reversed(mounted):
+        subprocess.run(["umount", str(folder)], check=True)

@@ -8,7 +8,6 @@ import os
 import pathlib
 import re
 import shutil
-import subprocess
 
 import pytest
 
@@ -265,27 +264,11 @@ def test_an_unusable_base_dir_is_one_paragraph(tmp_path, where):
     assert f"Cannot use {str(base_dir)!r} as the run folder" in str(raised.value)
 
 
-def test_a_base_dir_on_a_read_only_filesystem_is_one_paragraph(tmp_path):
-    read_only = _mount_tmpfs(tmp_path / "read_only", "ro,size=1m")
-    try:
-        with pytest.raises(experiments.RunError) as raised:
-            experiments.train(BANDIT, TINY, str(read_only / "run"))
-    finally:
-        subprocess.run(["umount", str(read_only)], check=False)
+def test_a_base_dir_on_a_read_only_filesystem_is_one_paragraph(tmpfs):
+    read_only = tmpfs("read_only", "ro,size=1m")
+    with pytest.raises(experiments.RunError) as raised:
+        experiments.train(BANDIT, TINY, str(read_only / "run"))
     assert "read-only filesystem" in str(raised.value), str(raised.value)
-
-
-def _mount_tmpfs(mount_point, options: str):
-    """A tmpfs where the suite may mount one (root on Linux); the test is skipped elsewhere."""
-    mount_point.mkdir()
-    mounted = subprocess.run(
-        ["mount", "-t", "tmpfs", "-o", options, "tmpfs", str(mount_point)],
-        capture_output=True,
-        text=True,
-    )
-    if mounted.returncode != 0:
-        pytest.skip(f"cannot mount a small filesystem here: {mounted.stderr.strip()}")
-    return mount_point
 
 
 def test_a_damaged_checkpoint_state_file_does_not_stop_a_resume(trained_runs, tmp_path):
@@ -332,11 +315,9 @@ def test_disk_full_stops_with_one_paragraph_keeps_the_last_checkpoint_and_resume
 
 
 @pytest.fixture
-def small_filesystem(tmp_path):
+def small_filesystem(tmpfs):
     """A 3 MB tmpfs."""
-    mount_point = _mount_tmpfs(tmp_path / "small", "size=3m")
-    yield mount_point
-    subprocess.run(["umount", str(mount_point)], check=False)
+    return tmpfs("small", "size=3m")
 
 
 def test_a_really_full_disk_loses_nothing(small_filesystem):

@@ -29,29 +29,6 @@ def warnings(caplog):
     return lambda: [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
 
 
-@pytest.fixture
-def tmpfs(tmp_path):
-    """Mounts a tmpfs with the given options on a new folder; unmounted at the end."""
-    mounted = []
-
-    def mount(name: str, options: str) -> pathlib.Path:
-        folder = tmp_path / name
-        folder.mkdir()
-        done = subprocess.run(
-            ["mount", "-t", "tmpfs", "-o", options, "tmpfs", str(folder)],
-            capture_output=True,
-            text=True,
-        )
-        if done.returncode != 0:
-            pytest.skip(f"mounting a tmpfs is not permitted here: {done.stderr.strip()}")
-        mounted.append(folder)
-        return folder
-
-    yield mount
-    for folder in reversed(mounted):
-        subprocess.run(["umount", str(folder)], check=True)
-
-
 def _full(folder: pathlib.Path) -> pathlib.Path:
     """`folder` (a small tmpfs) with every byte taken by a file."""
     with open(folder / "filler", "wb", buffering=0) as filler, contextlib.suppress(OSError):
