@@ -1,11 +1,29 @@
 #!/usr/bin/env bash
-# docs/results.md: every shipped config except Pong (days on a CPU), swept over 5 seeds and
-# analysed.
-#   bash experiments/reproduce_results.sh [results_dir]
+# docs/results.md: every shipped config on classic control swept over 5 seeds, or the pixel
+# results, and analysed.
+#   bash experiments/reproduce_results.sh [results_dir] [classic|pixels]
 # Each config: results_dir/<family>_<config>/ (run folders, sweep.json) and its analysis/
-# (trials.md, trials.csv, learning_curves.png). About 2 hours on 2 quiet cores, estimated (A3C's
-# and PPO Acrobot's 1M steps a seed, and SAC's gradient step at every environment step, take
-# most of it; A3C's 4 worker threads use both cores, so its seeds run one at a time).
+# (trials.md, trials.csv, learning_curves.png).
+#
+# classic (the default): about 2 hours on 2 quiet cores, estimated (A3C's and PPO Acrobot's 1M
+# steps a seed, and SAC's gradient step at every environment step, take most of it; A3C's 4
+# worker threads use both cores, so its seeds run one at a time).
+#
+# pixels: days; each run resumes exactly where it stopped, so the script may be stopped (Ctrl-C
+# checkpoints) and started again with the same arguments. Estimates from in-loop rates measured
+# over short runs on 2 shared cores (load 6-8, at nice 19), so upper bounds:
+#   - PPO Pong (ppo/pong.gin, the peers' protocol), seed 0, in pieces of 2.5M agent steps (10M
+#     frames): PONG_STEPS=2500000 (the default) stops after the first, 10000000 goes on to the
+#     peers' 1e7. Its schedules span 1e7 whatever the piece. ~180 steps/s: ~4 h a piece.
+#   - DQN on MinAtar Breakout and Asterix (the MinAtar paper's settings), 3 seeds x 1M steps:
+#     ~170 steps/s a run, two at once: ~5 h a game.
+#   - Rainbow's parts on MinAtar Breakout, 3 seeds x 1M steps: ~120 steps/s, ~7 h.
+#   - Asynchronous n-step Q on MinAtar Breakout (4 worker threads), 3 seeds x 2M steps, one at
+#     a time: ~1,200 steps/s, ~1.5 h.
+# The throughput pair (Stable-Baselines3's PPO on PongNoFrameskip-v4 under its AtariWrapper, 8
+# envs, the same settings, the first 200k steps, with 1 and then 2 torch threads, in a venv of
+# its own; against this framework's in-loop steps/s of ppo/pong.gin over the same 200k) is
+# described in docs/speed.md, not run here.
 #
 # The interpreter: $PYTHON where set; else the active virtual environment's ($VIRTUAL_ENV, as
 # `source .venv/bin/activate` sets it); else the repository's own .venv (the README's quick
@@ -14,6 +32,11 @@
 # extra (pip install -e '.[analysis]'), which is checked before anything runs.
 set -euo pipefail
 out=${1:-results}
+part=${2:-classic}
+if [[ $part != classic && $part != pixels ]]; then
+  echo "reproduce_results.sh: the second argument is classic or pixels, got $part." >&2
+  exit 1
+fi
 repository=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 if [[ -n ${PYTHON:-} ]]; then
   python=$PYTHON
@@ -31,6 +54,30 @@ if ! "$python" -c 'import experiments.sweep, pandas, matplotlib, rliable' 2>/dev
   exit 1
 fi
 echo "reproduce_results.sh: running $python" >&2
+if [[ $part == pixels ]]; then
+  pong="$out/ppo_pong"
+  for steps in 2500000 5000000 7500000 10000000; do
+    (( steps > ${PONG_STEPS:-2500000} )) && break
+    "$python" -m experiments.run --gin_file=gin_configs/ppo/pong.gin --seed=0 \
+      --base_dir="$pong/seed0" --gin_bindings="Runner.num_steps = $steps"
+  done
+  "$python" -m experiments.analyze "$pong" --threshold=10
+  declare -A pixel_steps=(
+    [dqn/minatar_breakout]=1000000 [dqn/minatar_asterix]=1000000
+    [dqn/minatar_breakout_rainbow]=1000000 [a3c/minatar_breakout_nstep_q]=2000000
+  )
+  declare -A pixel_parallel=([dqn/minatar_breakout]=2 [dqn/minatar_asterix]=2
+    [dqn/minatar_breakout_rainbow]=2 [a3c/minatar_breakout_nstep_q]=1)
+  for config in dqn/minatar_breakout dqn/minatar_asterix dqn/minatar_breakout_rainbow \
+    a3c/minatar_breakout_nstep_q; do
+    folder="$out/${config/\//_}"
+    "$python" -m experiments.sweep --gin_file="gin_configs/$config.gin" --seeds=3 \
+      --gin_bindings="Runner.num_steps = ${pixel_steps[$config]}" --base_dir="$folder" \
+      --parallel="${pixel_parallel[$config]}"
+    "$python" -m experiments.analyze "$folder"
+  done
+  exit 0
+fi
 declare -A threshold=(
   [dqn/cartpole]=475 [dqn/cartpole_rlzoo]=475 [dqn/cartpole_soft_target]=475
   [dqn/cartpole_tfagents]=475 [dqn/cartpole_per]=475 [dqn/cartpole_c51]=475

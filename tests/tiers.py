@@ -119,6 +119,8 @@ _PROCESS = {
     "tests/experiments/test_reproduce_results.py": [
         "test_the_active_virtual_environments_interpreter_runs_every_sweep",
         "test_python_wins_and_one_without_the_package_stops_the_script_at_once",
+        "test_the_pixel_part_runs_pong_in_pieces_and_sweeps_the_minatar_configs",
+        "test_a_part_that_is_neither_classic_nor_pixels_is_refused",
     ],
     "tests/experiments/test_run_records.py": [
         "test_the_recorded_command_pasted_elsewhere_reproduces_the_run"
