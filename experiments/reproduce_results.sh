@@ -20,10 +20,23 @@
 #   - Rainbow's parts on MinAtar Breakout, 3 seeds x 1M steps: ~120 steps/s, ~7 h.
 #   - Asynchronous n-step Q on MinAtar Breakout (4 worker threads), 3 seeds x 2M steps, one at
 #     a time: ~1,200 steps/s, ~1.5 h.
-# The throughput pair (Stable-Baselines3's PPO on PongNoFrameskip-v4 under its AtariWrapper, 8
-# envs, the same settings, the first 200k steps, with 1 and then 2 torch threads, in a venv of
-# its own; against this framework's in-loop steps/s of ppo/pong.gin over the same 200k) is
-# described in docs/speed.md, not run here.
+# The throughput pair, by hand, not run here: the first 200k steps of this framework's
+# ppo/pong.gin (in-loop steps/s: progress.csv's train/steps_per_second) against
+# Stable-Baselines3's PPO at the same settings and protocol, in a venv of its own
+# (pip install stable-baselines3 ale-py opencv-python-headless), once with 1 torch thread and
+# once with 2, each beside a run of ours on the same quiet machine:
+#   python -m experiments.run --gin_file=gin_configs/ppo/pong.gin --base_dir=runs/pong_200k \
+#     --gin_bindings='Runner.num_steps = 200000' --gin_bindings='Runner.eval_interval = 200000'
+#   import time, ale_py, gymnasium, torch
+#   from stable_baselines3 import PPO
+#   from stable_baselines3.common.env_util import make_atari_env
+#   from stable_baselines3.common.vec_env import VecFrameStack
+#   gymnasium.register_envs(ale_py); torch.set_num_threads(1)  # then 2
+#   env = VecFrameStack(make_atari_env("PongNoFrameskip-v4", n_envs=8, seed=0), n_stack=4)
+#   model = PPO("CnnPolicy", env, n_steps=128, batch_size=256, n_epochs=4, ent_coef=0.01,
+#               learning_rate=lambda f: 2.5e-4 * f, clip_range=lambda f: 0.1 * f, seed=0)
+#   start = time.perf_counter(); model.learn(200_000)
+#   print(200_000 / (time.perf_counter() - start), "steps/s")
 #
 # The interpreter: $PYTHON where set; else the active virtual environment's ($VIRTUAL_ENV, as
 # `source .venv/bin/activate` sets it); else the repository's own .venv (the README's quick
