@@ -56,9 +56,9 @@ class EpisodicLife(gymnasium.Wrapper):
     """A lost life ends the learner's episode (terminated), while the game goes on: the reset
     that follows takes a no-op step instead of starting a new game, unless the game is over
     (SB3's `EpisodicLifeEnv`, Mnih et al., 2015). A reset given a seed always starts a new
-    game. Only a step says whether the game is over: a reset right after a reset starts a new
-    game too. A game that ends in that no-op step starts again at once; its `GameScore` info
-    is lost with the step, as in SB3."""
+    game. Only steps say whether the game is over, `FireOnReset`'s among them (as in SB3): a
+    reset continues any game they did not end. A game that ends in that no-op step starts
+    again at once; its `GameScore` info is lost with the step, as in SB3."""
 
     def __init__(self, env: gymnasium.Env):
         super().__init__(env)
