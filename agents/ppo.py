@@ -220,8 +220,9 @@ class PPOAgent(RolloutAgent):
         return self.minibatches.gather(flat, order)
 
     def act_with_extras(self, observations: np.ndarray) -> tuple[np.ndarray, Extras]:
-        samples, log_prob = self.distribution.sample_numpy(self._parameters(observations), self.rng)
-        extras = {"log_prob": log_prob, "value": self.acting.values(observations)}
+        parameters, values = self.acting.policy_and_values(observations)  # one conv net call
+        samples, log_prob = self.distribution.sample_numpy(parameters, self.rng)
+        extras = {"log_prob": log_prob, "value": values}
         if not self.continuous:
             return samples, extras
         return self._clipped(samples), {**extras, "sample": samples}

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
-# docs/results.md: every shipped config except Pong (days on a CPU), analysed.
-#   bash experiments/reproduce_results.sh [results_dir] [all | classic | mujoco]
-# classic: every config but Pong's and MuJoCo's, over 5 seeds: results_dir/<family>_<config>/
+# docs/results.md: every shipped config, analysed.
+#   bash experiments/reproduce_results.sh [results_dir] [all | classic | mujoco | pixels]
+# classic: every config on classic control, over 5 seeds: results_dir/<family>_<config>/
 # (run folders, sweep.json) and its analysis/ (trials.md, trials.csv, learning_curves.png). About
 # 2 hours on 2 quiet cores, estimated (A3C's and PPO Acrobot's 1M steps a seed, and SAC's
 # gradient step at every environment step, take most of it; A3C's 4 worker threads use both
@@ -13,6 +13,34 @@
 # measured over 2k steps under nice on a shared machine (PPO ~1,200 steps/s: about 15 minutes
 # a 1M run; SAC ~75-100 and TD3 ~50-60: about 1 and 1.5 hours a 300k run alone, more where two
 # share the cores); SAC and TD3 at their 1M steps take about 3-4 and 5 hours a run.
+# pixels (the atari and minatar extras): days; each run resumes exactly where it stopped, so the script may be stopped (Ctrl-C
+# checkpoints) and started again with the same arguments. Estimates from in-loop rates measured
+# over short runs on 2 shared cores (load 6-8, at nice 19), so upper bounds:
+#   - PPO Pong (ppo/pong.gin, the peers' protocol), seed 0, in pieces of 2.5M agent steps (10M
+#     frames): PONG_STEPS=2500000 (the default) stops after the first, 10000000 goes on to the
+#     peers' 1e7. Its schedules span 1e7 whatever the piece. ~180 steps/s: ~4 h a piece.
+#   - DQN on MinAtar Breakout and Asterix (the MinAtar paper's settings), 3 seeds x 1M steps:
+#     ~170 steps/s a run, two at once: ~5 h a game.
+#   - Rainbow's parts on MinAtar Breakout, 3 seeds x 1M steps: ~120 steps/s, ~7 h.
+#   - Asynchronous n-step Q on MinAtar Breakout (4 worker threads), 3 seeds x 2M steps, one at
+#     a time: ~1,200 steps/s, ~1.5 h.
+# The throughput pair, by hand, not run here: the first 200k steps of this framework's
+# ppo/pong.gin (in-loop steps/s: progress.csv's train/steps_per_second) against
+# Stable-Baselines3's PPO at the same settings and protocol, in a venv of its own
+# (pip install stable-baselines3 ale-py opencv-python-headless), once with 1 torch thread and
+# once with 2, each beside a run of ours on the same quiet machine:
+#   python -m experiments.run --gin_file=gin_configs/ppo/pong.gin --base_dir=runs/pong_200k \
+#     --gin_bindings='Runner.num_steps = 200000' --gin_bindings='Runner.eval_interval = 200000'
+#   import time, ale_py, gymnasium, torch
+#   from stable_baselines3 import PPO
+#   from stable_baselines3.common.env_util import make_atari_env
+#   from stable_baselines3.common.vec_env import VecFrameStack
+#   gymnasium.register_envs(ale_py); torch.set_num_threads(1)  # then 2
+#   env = VecFrameStack(make_atari_env("PongNoFrameskip-v4", n_envs=8, seed=0), n_stack=4)
+#   model = PPO("CnnPolicy", env, n_steps=128, batch_size=256, n_epochs=4, ent_coef=0.01,
+#               learning_rate=lambda f: 2.5e-4 * f, clip_range=lambda f: 0.1 * f, seed=0)
+#   start = time.perf_counter(); model.learn(200_000)
+#   print(200_000 / (time.perf_counter() - start), "steps/s")
 # A stopped script started again skips the finished runs and resumes the others.
 #
 # The interpreter: $PYTHON where set; else the active virtual environment's ($VIRTUAL_ENV, as
@@ -35,12 +63,13 @@ else
 fi
 which=${2:-all}
 case $which in
-  all) needs=', mujoco' extras='analysis,mujoco' ;;
+  all) needs=', mujoco, ale_py, minatar' extras='analysis,mujoco,atari,minatar' ;;
   classic) needs='' extras='analysis' ;;
   mujoco) needs=', mujoco' extras='analysis,mujoco' ;;
+  pixels) needs=', ale_py, minatar' extras='analysis,atari,minatar' ;;
   *)
-    echo "reproduce_results.sh: '$which' is not a part of the results: give all, classic or" \
-      "mujoco." >&2
+    echo "reproduce_results.sh: '$which' is not a part of the results: give all, classic," \
+      "mujoco or pixels." >&2
     exit 2
     ;;
 esac
@@ -99,11 +128,38 @@ mujoco() {
   done
 }
 
+pixels() {
+  local pong steps config folder
+  pong="$out/ppo_pong"
+  for steps in 2500000 5000000 7500000 10000000; do
+    (( steps > ${PONG_STEPS:-2500000} )) && break
+    "$python" -m experiments.run --gin_file=gin_configs/ppo/pong.gin --seed=0 \
+      --base_dir="$pong/seed0" --gin_bindings="Runner.num_steps = $steps"
+  done
+  "$python" -m experiments.analyze "$pong" --threshold=10
+  declare -A pixel_steps=(
+    [dqn/minatar_breakout]=1000000 [dqn/minatar_asterix]=1000000
+    [dqn/minatar_breakout_rainbow]=1000000 [a3c/minatar_breakout_nstep_q]=2000000
+  )
+  declare -A pixel_parallel=([dqn/minatar_breakout]=2 [dqn/minatar_asterix]=2
+    [dqn/minatar_breakout_rainbow]=2 [a3c/minatar_breakout_nstep_q]=1)
+  for config in dqn/minatar_breakout dqn/minatar_asterix dqn/minatar_breakout_rainbow \
+    a3c/minatar_breakout_nstep_q; do
+    folder="$out/${config/\//_}"
+    "$python" -m experiments.sweep --gin_file="gin_configs/$config.gin" --seeds=3 \
+      --gin_bindings="Runner.num_steps = ${pixel_steps[$config]}" --base_dir="$folder" \
+      --parallel="${pixel_parallel[$config]}"
+    "$python" -m experiments.analyze "$folder"
+  done
+}
+
 case $which in  # each a command of its own: set -e stops inside it (not so in `a && b`)
   all)
     classic
     mujoco
+    pixels
     ;;
   classic) classic ;;
   mujoco) mujoco ;;
+  pixels) pixels ;;
 esac

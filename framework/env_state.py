@@ -11,7 +11,12 @@ even that fails, so it can plan to start new episodes on resume instead.
 `capture` walks the wrapper chain (`env`, `env.env`, ..., `env.unwrapped`) and takes each layer's
 own attributes except configuration (spaces, the env spec, constructor records). Its result is a
 nested dict of JSON values and numpy arrays; tuples, deques, dicts, numpy scalars and generators
-are tagged with `"__kind__"` so `restore` gives them back with their exact Python/numpy types.
+(numpy's `Generator` and its legacy `RandomState`) are tagged with `"__kind__"` so `restore`
+gives them back with their exact Python/numpy types.
+
+An object of a class given to `register_state_class` (MinAtar's game objects) is saved as a
+layer is, attribute by attribute, and restored in place: whoever else holds it, or a generator
+it holds, keeps holding the restored one.
 """
 
 import io
@@ -49,7 +54,7 @@ _VECTOR_FIELDS = (
     "_truncations",
 )
 _BIT_GENERATORS = frozenset({"PCG64", "PCG64DXSM", "MT19937", "Philox", "SFC64"})
-_RANK = {"data": 0, "ale": 0, "mujoco": 0, "pickle": 1, "none": 2}
+_RANK = {"data": 0, "ale": 0, "mujoco": 0, "object": 0, "pickle": 1, "none": 2}
 _SIMULATORS = {  # how `how_saved` describes the kinds that are a simulator's own state
     "ale": "the Atari emulator as ALE's own serialized state",
     "mujoco": "the MuJoCo simulation as its integration state",
@@ -74,10 +79,19 @@ _MUJOCO_RESULTS = (
     "ten_length",
     "ten_velocity",
 )
+# Classes whose objects hold an environment's state in their attributes (`register_state_class`).
+_STATE_CLASSES: set[type] = set()
 
 
 class EnvStateError(ValueError):
     """A saved state that does not fit the environment it is restored into."""
+
+
+def register_state_class(*classes: type) -> None:
+    """Objects of `classes` are saved as data, attribute by attribute, where their attributes
+    are data (or such objects in turn), and restored in place: for environments that keep
+    their state in plain objects of their own, as MinAtar's games do."""
+    _STATE_CLASSES.update(classes)
 
 
 def pack(state: dict[str, Any]) -> np.ndarray:
@@ -236,6 +250,8 @@ def _is_data(value: Any) -> bool:
         return not value.dtype.hasobject
     if isinstance(value, np.random.Generator):
         return type(value.bit_generator).__name__ in _BIT_GENERATORS
+    if type(value) is np.random.RandomState:
+        return value.get_state(legacy=False)["bit_generator"] in _BIT_GENERATORS
     if type(value) in (list, tuple, deque):
         return all(_is_data(item) for item in value)
     if type(value) is dict:
@@ -253,6 +269,13 @@ def _is_mujoco(value: Any) -> bool:
     return mujoco is not None and isinstance(value, mujoco.MjData)
 
 
+def _is_state_object(value: Any) -> bool:
+    """An object of a registered class whose attributes are all data, or such objects."""
+    return type(value) in _STATE_CLASSES and all(
+        _attribute_kind(item) in ("data", "object") for item in _attributes(value).values()
+    )
+
+
 def _attribute_kind(value: Any) -> str:
     if _is_data(value):
         return "data"
@@ -260,6 +283,8 @@ def _attribute_kind(value: Any) -> str:
         return "ale"
     if _is_mujoco(value):
         return "mujoco"
+    if _is_state_object(value):
+        return "object"
     try:
         pickle.dumps(value)
     except Exception:
@@ -304,6 +329,8 @@ def _capture_attribute(layer: Any, name: str, value: Any) -> Any:
         return {KIND: "ale", "state": _bytes_array(value.cloneState(include_rng=True).serialize())}
     if kind == "mujoco":
         return {KIND: "mujoco", **_mujoco_state(value)}
+    if kind == "object":  # Attribute by attribute, as a layer.
+        return {KIND: "object", **_capture_layer(value)}
     if kind == "pickle":
         return {KIND: "pickle", "bytes": _bytes_array(pickle.dumps(value))}
     raise TypeError(
@@ -334,6 +361,8 @@ def _encode(value: Any) -> Any:
         return {KIND: "numpy_scalar", "value": np.asarray(value)}
     if isinstance(value, np.random.Generator):
         return {KIND: "generator", "state": _encode(value.bit_generator.state)}
+    if type(value) is np.random.RandomState:
+        return {KIND: "random_state", "state": _encode(value.get_state(legacy=False))}
     if type(value) is list:
         return [_encode(item) for item in value]
     if type(value) is tuple:
@@ -444,10 +473,20 @@ def _attribute_restorer(
     if kind == "pickle":  # Only where this env's own structure needs pickle, never otherwise.
         value = pickle.loads(_tagged(saved, "pickle", where)["bytes"].tobytes())
         return lambda: setattr(layer, name, value)
+    if kind == "object":
+        saved = _tagged(saved, "object", where)
+        inner = f"attribute {name!r} of {where}"
+        if _field(saved, "class", inner) != _type_name(current):
+            found = saved["class"]
+            raise _mismatch(f"{inner} holds a {_type_name(current)} but the state a {found}")
+        steps = _layer_restorers(current, _field(saved, "attributes", inner), inner)
+        return lambda: [step() for step in steps]
     value = _decode(saved, f"attribute {name!r} of {where}")
     if isinstance(current, np.random.Generator) and isinstance(value, np.random.Generator):
         # In place: anything holding this generator keeps drawing from the restored stream.
         return lambda: setattr(current.bit_generator, "state", value.bit_generator.state)
+    if type(current) is np.random.RandomState and type(value) is np.random.RandomState:
+        return lambda: current.set_state(value.get_state(legacy=False))  # in place, as above
     if _fits_in_place(current, value):
         # In place: a buffer handed out without copying (e.g. `copy=False`) shows the state.
         return lambda: np.copyto(current, value)
@@ -509,6 +548,8 @@ def _decode(saved: Any, where: str) -> Any:
         return _field(saved, "value", where)[()]
     if kind == "generator":
         return _generator(_decode(_field(saved, "state", where), where), where)
+    if kind == "random_state":
+        return _random_state(_decode(_field(saved, "state", where), where), where)
     if kind in ("tuple", "deque"):
         items = [_decode(item, where) for item in _field(saved, "items", where)]
         return tuple(items) if kind == "tuple" else deque(items, _field(saved, "maxlen", where))
@@ -526,3 +567,11 @@ def _generator(state: dict, where: str) -> np.random.Generator:
     bit_generator = getattr(np.random, name)()
     bit_generator.state = state
     return np.random.Generator(bit_generator)
+
+
+def _random_state(state: dict, where: str) -> np.random.RandomState:
+    if not isinstance(state, dict) or state.get("bit_generator") not in _BIT_GENERATORS:
+        raise _mismatch(f"{where} holds a RandomState but the state is not one's")
+    random_state = np.random.RandomState()
+    random_state.set_state(state)
+    return random_state

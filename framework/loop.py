@@ -7,6 +7,11 @@ where an episode ended (from `infos["final_obs"]`), while the loop carries on fr
 one. With gymnasium's default `NEXT_STEP` mode the step after a done would be a reset dressed as
 a transition (Gymnasium#1103); this loop never sees one.
 
+Where the environment records its games beneath layers that end the learner's episodes sooner
+or change its rewards (`GameScore` under the Atari protocol's life loss and reward clipping),
+the loop reports the games, with their own scores, as the episodes that ended, and an
+evaluation plays whole games, resetting after each of the learner's episodes within them.
+
 Evaluation episodes run on an environment of their own (`evaluate`). An evaluation is seeded by
 the step it is taken at, so it depends on nothing that came before and never changes the
 training run. An environment that knows each step's expected reward says
@@ -27,6 +32,7 @@ import numpy as np
 
 from framework import env_state
 from framework.agent import Agent, State, VectorStep
+from framework.parts import atari
 
 AUTORESET_MODE = gym.vector.AutoresetMode.SAME_STEP
 
@@ -119,6 +125,8 @@ class EnvironmentLoop:
         self.saved_as, self.why = env_state.how_saved(envs)
         self.infos: dict[str, Any] | None = None
         self.info_keys: tuple[str, ...] = ()
+        sub_envs = getattr(envs, "envs", [])  # a vector env stepped natively has none
+        self.counts_games = bool(sub_envs) and atari.records_games(sub_envs[0])
 
     def reset(self, seed: int | None) -> None:
         """Starts a fresh episode in every sub-env; a seed makes the resets reproducible."""
@@ -158,15 +166,31 @@ class EnvironmentLoop:
         self.lengths += 1
         ended = None
         if any_done:
-            ended = EndedEpisodes(self.returns[done].copy(), self.lengths[done].copy())
-            if self.info_keys:
-                ended.infos = self._final_infos(infos, done)
+            ended = self._ended(infos, done)
             self.returns[done] = 0.0
             self.lengths[done] = 0
         observed = time.perf_counter()
         self.seconds["acting"] += acted - start
         self.seconds["environment"] += stepped - acted
         self.seconds["observing"] += observed - stepped
+        return ended
+
+    def _ended(self, infos: dict[str, Any], done: np.ndarray) -> EndedEpisodes | None:
+        """The episodes that ended in this step: by the loop's own tallies, or, where the
+        environment records its games, the games that ended (a lost life ends none), with the
+        scores and lengths the game counts."""
+        if self.counts_games:
+            final = infos.get("final_info", {})
+            done = done & final.get(f"_{atari.GAME_SCORE}", np.zeros_like(done))
+            if not np.count_nonzero(done):
+                return None
+            returns = np.asarray(final[atari.GAME_SCORE][done], np.float64)
+            lengths = np.asarray(final[atari.GAME_LENGTH][done], np.int64)
+        else:
+            returns, lengths = self.returns[done].copy(), self.lengths[done].copy()
+        ended = EndedEpisodes(returns, lengths)
+        if self.info_keys:
+            ended.infos = self._final_infos(infos, done)
         return ended
 
     def _final_infos(self, infos: dict[str, Any], done: np.ndarray) -> dict[str, np.ndarray]:
@@ -249,16 +273,14 @@ def evaluate(
 ) -> Evaluation:
     """`episodes` episodes of the policy `act(observation) -> action`, the environment's
     generator seeded once with `seed + step`; each step counts its expected reward where the
-    environment gives one (`info["expected_reward"]`), else its reward."""
+    environment gives one (`info["expected_reward"]`), else its reward. Where the environment
+    records its games (`GameScore`), an episode is a whole game and its return the game's
+    score, as the game counts it."""
     env.reset(seed=seed + step)
+    play = _game if atari.records_games(env) else _episode
     returns, lengths = [], []
     for _ in range(episodes):
-        observation, _ = env.reset()
-        total, length, done = 0.0, 0, False
-        while not done:
-            observation, reward, terminated, truncated, info = env.step(act(observation))
-            reward = info.get("expected_reward", reward)
-            total, length, done = total + float(reward), length + 1, terminated or truncated
+        total, length = play(env, act)
         returns.append(total)
         lengths.append(length)
     return Evaluation(
@@ -269,3 +291,26 @@ def evaluate(
         tuple(returns),
         tuple(lengths),
     )
+
+
+def _episode(env: gym.Env, act: Callable[[np.ndarray], Any]) -> tuple[float, int]:
+    """One episode: its return (of expected rewards where given) and its length."""
+    observation, _ = env.reset()
+    total, length, done = 0.0, 0, False
+    while not done:
+        observation, reward, terminated, truncated, info = env.step(act(observation))
+        reward = info.get("expected_reward", reward)
+        total, length, done = total + float(reward), length + 1, terminated or truncated
+    return total, length
+
+
+def _game(env: gym.Env, act: Callable[[np.ndarray], Any]) -> tuple[float, int]:
+    """One game, however many of the learner's episodes it holds: its score and length as
+    `GameScore` counts them."""
+    observation, _ = env.reset()
+    while True:
+        observation, _, terminated, truncated, info = env.step(act(observation))
+        if atari.GAME_SCORE in info:
+            return float(info[atari.GAME_SCORE]), int(info[atari.GAME_LENGTH])
+        if terminated or truncated:  # a lost life: the game goes on
+            observation, _ = env.reset()

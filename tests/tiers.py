@@ -61,7 +61,10 @@ _LEARNING = {
     ],
 }
 _INTEGRATION = {
-    "tests/agents/test_a2c.py": ["test_resume_inside_a_rollout_and_an_episode_is_exact"],
+    "tests/agents/test_a2c.py": [
+        "test_resume_inside_a_rollout_and_an_episode_is_exact",
+        "test_a2c_learns_from_minatar_planes_through_the_shared_conv_torso",
+    ],
     "tests/agents/test_a3c.py": [
         "test_round_robin_runs_are_deterministic",
         "test_round_robin_resume_is_exact_and_restores_networks_optimizer_and_counters",
@@ -129,6 +132,7 @@ _PROCESS = {
         "test_the_mujoco_results_run_alone_at_their_lengths_and_seeds",
         "test_a_part_that_does_not_exist_is_refused_before_anything_runs",
         "test_the_classic_results_alone_need_no_mujoco",
+        "test_the_pixel_part_runs_pong_in_pieces_and_sweeps_the_minatar_configs",
     ],
     "tests/experiments/test_run_records.py": [
         "test_the_recorded_command_pasted_elsewhere_reproduces_the_run"
@@ -136,6 +140,7 @@ _PROCESS = {
     "tests/experiments/test_use_trained.py": [
         "test_every_agent_exports_a_savedmodel_that_acts_as_its_policy",
         "test_evaluate_prints_its_figures_records_and_logs_where_asked",
+        "test_evaluate_records_whole_pong_games_of_the_pixel_ppo_policy",
         "test_the_export_command_writes_a_model_for_others_and_times_it",
     ],
     "tests/framework/compiled/test_xla_cache.py": [

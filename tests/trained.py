@@ -21,6 +21,18 @@ SMALL_PPO = [
     "ShuffledMinibatches.batch_size = 64",
     "Learner.jit_compile = False",
 ]
+PONG_PPO = [  # 2 emulators, rollouts of 32 steps, games of 100 steps (400 frames)
+    "Runner.num_envs = 2",
+    "PPOAgent.n_steps = 32",
+    "ShuffledMinibatches.n_epochs = 1",
+    "ShuffledMinibatches.batch_size = 32",
+    "make_atari_env.max_episode_frames = 400",
+]
+MINATAR = [
+    "ReplaySchedule.learning_starts = 100",
+    "UniformReplay.capacity = 1000",
+    "make_env.max_episode_steps = 200",
+]
 # name -> (gin file, bindings, environment steps, evaluation and checkpoint interval)
 AGENT_RUNS = {  # every agent's
     "reinforce": ("reinforce/cartpole.gin", [], 800, 200),
@@ -58,6 +70,22 @@ AGENT_RUNS = {  # every agent's
         256,
     ),
     "nstep_q": ("a3c/cartpole_nstep_q.gin", [], 800, 400),
+    # Pixels: PPO on Pong under the peers' protocol (whole games evaluated, the export takes
+    # uint8 frames), and MinAtar's boolean planes for DQN, Rainbow's parts and n-step Q.
+    "ppo_pixels": ("ppo/pong.gin", PONG_PPO, 256, 128),
+    "dqn_minatar": ("dqn/minatar_breakout.gin", MINATAR, 400, 200),
+    "dqn_minatar_rainbow": (
+        "dqn/minatar_breakout_rainbow.gin",
+        [*MINATAR, "PrioritizedReplay.capacity = 1000"],
+        400,
+        200,
+    ),
+    "nstep_q_minatar": (
+        "a3c/minatar_breakout_nstep_q.gin",
+        ["make_env.max_episode_steps = 200", "AsynchronousDriver.backend = @RoundRobin"],
+        800,
+        400,
+    ),
     "a3c": ("a3c/cartpole.gin", [], 800, 400),
 }
 # The bandit's 300 pulls, for the tests of what a run folder goes through: the cheapest run

@@ -40,7 +40,8 @@ class ActingCopy(Protocol):
 
     Each family adds its calls: `copy(observations)` for `forward` (Q-values or logits),
     `actor_forward` (actions) and `gaussian_actor_forward` (mean and log std); `logits`,
-    `gaussian_parameters` and `values` for `actor_critic_forward`.
+    `gaussian_parameters`, `values` and both policy and values (`policy_and_values`) for
+    `actor_critic_forward`.
     """
 
     @property
@@ -364,6 +365,10 @@ class NumpyActorCriticForward:
     def values(self, observations: np.ndarray) -> np.ndarray:
         return self._forward("value", observations)[:, 0]  # [B]
 
+    def policy_and_values(self, observations: np.ndarray) -> tuple[Any, np.ndarray]:
+        policy = self.gaussian_parameters if self.gaussian else self.logits
+        return policy(observations), self.values(observations)
+
 
 class CompiledActorCriticForward(CompiledForward):
     """An actor-critic model's outputs through one compiled call (conv nets), read by name."""
@@ -377,6 +382,10 @@ class CompiledActorCriticForward(CompiledForward):
 
     def values(self, observations: np.ndarray) -> np.ndarray:
         return self._forward(observations)[1].numpy()
+
+    def policy_and_values(self, observations: np.ndarray) -> tuple[Any, np.ndarray]:
+        """Both outputs of one call, where acting needs both (PPO): a conv net runs once."""
+        return self(observations)
 
 
 # ----- the proven copy or the compiled call: what the factories return --------------------------
@@ -425,6 +434,9 @@ class ProvenActorCriticForward(_ProvenCopy):
 
     def values(self, observations: np.ndarray) -> np.ndarray:
         return self.copy.values(observations)
+
+    def policy_and_values(self, observations: np.ndarray) -> tuple[Any, np.ndarray]:
+        return self.copy.policy_and_values(observations)
 
 
 def _proven_or_compiled(

@@ -8,7 +8,9 @@ everything.
 
 import contextlib
 import difflib
-from collections.abc import Callable, Sequence
+import importlib
+import warnings
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 import gin
@@ -18,6 +20,7 @@ from gymnasium import spaces
 from gymnasium.envs.classic_control.cartpole import CartPoleEnv, CartPoleVectorEnv
 
 from framework import console, env_state
+from framework.parts import atari
 from framework.parts import wrappers as _registered_wrappers  # noqa: F401  (with gin)
 from framework.validation import require_positive
 
@@ -102,6 +105,26 @@ def _register_ale_envs() -> None:
     gymnasium.register_envs(ale_py)
 
 
+MINATAR_GAMES = ("asterix", "breakout", "freeway", "seaquest", "space_invaders")
+
+
+def _register_minatar_envs() -> None:
+    """Registers the `MinAtar/<Game>-v0` ids (all 6 actions; `-v1`: each game's minimal set),
+    which gymnasium 1.x does not find by itself, and has their game objects saved as data."""
+    try:
+        import minatar
+        import minatar.gym
+    except ImportError as error:
+        raise ImportError(
+            "MinAtar environments (ids starting with 'MinAtar/') need minatar: install the "
+            "minatar extra with `pip install -e .[minatar]`."
+        ) from error
+    if "MinAtar/Breakout-v0" not in gymnasium.registry:
+        minatar.gym.register_envs()
+    games = [importlib.import_module(f"minatar.environments.{game}") for game in MINATAR_GAMES]
+    env_state.register_state_class(minatar.Environment, *(game.Env for game in games))
+
+
 def _check_env_id(env_id: str, factory: str) -> None:
     """Fails early with a readable message, as gymnasium's own error for a typo is unclear."""
     if not isinstance(env_id, str):
@@ -111,6 +134,8 @@ def _check_env_id(env_id: str, factory: str) -> None:
         )
     if env_id.startswith("ALE/"):
         _register_ale_envs()
+    if env_id.startswith("MinAtar/"):
+        _register_minatar_envs()
     if env_id in gymnasium.registry:
         return
     matches = difflib.get_close_matches(env_id, gymnasium.registry.keys())
@@ -153,10 +178,21 @@ def make_env(
 
 
 def _model_warnings_quiet(env_id: str) -> contextlib.AbstractContextManager:
-    """Off the console: MuJoCo's warnings about a model it compiles (gymnasium's own)."""
+    """Off the console: MuJoCo's warnings about a model it compiles (gymnasium's own), and
+    gymnasium's that `MinAtar/<Game>-v0` is out of date (it is the full action set, not an
+    older version of `-v1`)."""
     if "mujoco" in str(gymnasium.spec(env_id).entry_point).lower():
         return console.mujoco_model_warnings_quiet()
+    if env_id.startswith("MinAtar/"):
+        return _minatar_version_warning_quiet()
     return contextlib.nullcontext()
+
+
+@contextlib.contextmanager
+def _minatar_version_warning_quiet() -> Iterator[None]:
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", ".*is out of date", DeprecationWarning)
+        yield
 
 
 def _kwargs(env_kwargs: dict[str, Any] | None, factory: str, reserved: Sequence[str]) -> dict:
@@ -195,6 +231,10 @@ def make_atari_env(
     frame_stack: int = 4,
     noop_max: int = 30,
     repeat_action_probability: float = 0.25,
+    fire_on_reset: bool = False,
+    terminal_on_life_loss: bool = False,
+    clip_rewards: bool = False,
+    max_episode_frames: int | None = None,
     max_episode_steps: int | None = None,
     env_kwargs: dict[str, Any] | None = None,
     wrappers: Sequence[Wrapper] = (),
@@ -203,18 +243,40 @@ def make_atari_env(
     """Builds an Atari environment with the standard DQN preprocessing, unseeded.
 
     Observations are uint8 `(screen_size, screen_size, frame_stack)`: grayscale frames, max-pooled
-    over the last two of each `frame_skip`, stacked channels-last as a Keras conv net expects.
-    `max_episode_steps` counts agent steps (each is `frame_skip` emulator frames). `env_kwargs`
-    go to ALE's constructor (`{'mode': 1}`), `wrappers` around the preprocessed environment.
-    `render_mode` renders the emulator's own RGB frames, not the preprocessed ones.
+    over the last two of each `frame_skip`, stacked channels-last as a Keras conv net expects
+    (gymnasium's `AtariPreprocessing` and `FrameStackObservation`, which repeats a reset's frame).
+    Up to `noop_max` no-op frames start each game; `repeat_action_probability` is ALE's sticky
+    actions (0.25 in v5, Machado et al., 2018; 0 in `NoFrameskip-v4`).
+
+    The protocol's layers (`framework/parts/atari.py`): `fire_on_reset` presses FIRE after
+    every reset in the games that have it; `terminal_on_life_loss` ends the learner's episode
+    at a lost life while the game goes on; `clip_rewards` clips the learner's rewards to
+    [-1, 1]. With either of the last two, the game's own unclipped score is recorded beneath
+    them (`GameScore`): training logs and evaluation count whole games and their scores.
+
+    `max_episode_frames` caps a game in emulator frames (ALE's own count; None: the id's, 108,000
+    for `ALE/...-v5` and `...NoFrameskip-v4`); `max_episode_steps` caps it in agent steps
+    (each `frame_skip` frames), outside every layer, so not with the learner's own episodes.
+    `env_kwargs` go to ALE's constructor (`{'mode': 1}`), `wrappers` around the preprocessed
+    environment. `render_mode` renders the emulator's own RGB frames, not the preprocessed ones.
     """
     _check_env_id(env_id, "make_atari_env")
     if max_episode_steps is not None:
         require_positive("make_atari_env", max_episode_steps=max_episode_steps)
+        if terminal_on_life_loss or clip_rewards:
+            raise ValueError(
+                "make_atari_env.max_episode_steps cuts the episodes outside every layer, but "
+                "with terminal_on_life_loss or clip_rewards a game is counted beneath them: "
+                "cap it with make_atari_env.max_episode_frames (emulator frames, frame_skip "
+                "a step) instead."
+            )
+    if max_episode_frames is not None:
+        require_positive("make_atari_env", max_episode_frames=max_episode_frames)
     # Frame skipping is done by AtariPreprocessing (which max-pools frames), not by the emulator.
-    kwargs = _kwargs(
-        env_kwargs, "make_atari_env", ("frameskip", "repeat_action_probability", "render_mode")
-    )
+    reserved = ("frameskip", "repeat_action_probability", "render_mode")
+    kwargs = _kwargs(env_kwargs, "make_atari_env", (*reserved, "max_num_frames_per_episode"))
+    if max_episode_frames is not None:
+        kwargs["max_num_frames_per_episode"] = max_episode_frames
     env = gymnasium.make(
         env_id,
         frameskip=1,
@@ -230,14 +292,15 @@ def make_atari_env(
         grayscale_obs=True,
         scale_obs=False,
     )
-    env = gymnasium.wrappers.FrameStackObservation(env, stack_size=frame_stack)
-    env = gymnasium.wrappers.TransformObservation(
-        env,
-        lambda obs: np.moveaxis(obs, 0, -1),  # (stack, height, width) -> (height, width, stack)
-        observation_space=spaces.Box(
-            low=0, high=255, shape=(screen_size, screen_size, frame_stack), dtype=np.uint8
-        ),
-    )
+    if terminal_on_life_loss or clip_rewards:
+        env = atari.GameScore(env)
+    if terminal_on_life_loss:
+        env = atari.EpisodicLife(env)
+    if fire_on_reset and atari.has_fire(env):
+        env = atari.FireOnReset(env)
+    if clip_rewards:
+        env = gymnasium.wrappers.ClipReward(env, -1.0, 1.0)
+    env = atari.channels_last(gymnasium.wrappers.FrameStackObservation(env, stack_size=frame_stack))
     if max_episode_steps is not None:
         env = gymnasium.wrappers.TimeLimit(env, max_episode_steps=max_episode_steps)
     return _wrapped(env, wrappers)

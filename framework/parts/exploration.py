@@ -15,7 +15,7 @@ import gin
 import numpy as np
 
 from framework.parts.run_length import RunLengthSchedule
-from framework.validation import require_non_negative_number
+from framework.validation import require_non_negative, require_non_negative_number
 
 
 def softmax(logits: np.ndarray) -> np.ndarray:
@@ -57,7 +57,9 @@ def q_value_diagnostics(q_values: np.ndarray) -> dict[str, float]:
 @dataclasses.dataclass
 class LinearSchedule(RunLengthSchedule):
     """Linear interpolation from `start` to `end` over `duration` steps, then constant;
-    `duration` None: the run's length (PER's beta, 0.4 to 1 over the run).
+    `duration` None: the run's length (PER's beta, 0.4 to 1 over the run). `delay`: steps at
+    `start` before the interpolation begins (MinAtar's DQN anneals epsilon from its replay
+    start).
 
     A pure function of the step (once the run's length is given), so resuming at a step resumes
     the schedule with it.
@@ -66,17 +68,20 @@ class LinearSchedule(RunLengthSchedule):
     start: float = 1.0
     end: float = 0.05
     duration: int | None = 10_000
+    delay: int = 0
 
     def __post_init__(self):
         self.check_length()
+        require_non_negative(self, delay=self.delay)
 
     def __call__(self, step: int) -> float:
-        fraction = min(max(step, 0) / self.required_length(), 1.0)
+        fraction = min(max(step - self.delay, 0) / self.required_length(), 1.0)
         return self.start + fraction * (self.end - self.start)
 
     def describe(self) -> str:
         """One line for the log: its values and what it counts."""
         values = f"start={self.start}, end={self.end}, duration={self.duration}"
+        values += f", delay={self.delay}" if self.delay else ""
         return f"LinearSchedule({values}) counting environment steps{self.describe_length()}"
 
 

@@ -5,6 +5,7 @@ parameters are bound, so an agent can take any of them as its `network`. Their a
 (the forward pass in numpy) live in `acting.py`.
 """
 
+import functools
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -168,6 +169,113 @@ def nature_cnn(
     x = keras.layers.Dense(hidden_units, activation="relu")(x)
     outputs = _head(x, num_outputs, dueling, uniform_initial_output=False)
     return keras.Model(inputs, outputs, name="nature_cnn")
+
+
+# ----- conv nets on frames or planes: Q-values (DQN, n-step Q) and actor-critic (PPO, A2C) -----
+
+# (filters, kernel size, stride) of each conv layer: the Nature-DQN torso (Mnih et al., 2015).
+NATURE_CONV = ((32, 8, 4), (64, 4, 2), (64, 3, 1))
+
+
+def _check_conv(owner: str, conv_layers: Any, input_max: Any) -> None:
+    """Conv layers as (filters, kernel size, stride) triples of positive integers, and a
+    positive `input_max`: Keras's own errors name neither binding."""
+    try:
+        valid = len(conv_layers) > 0 and all(
+            len(layer) == 3
+            and all(isinstance(n, int) and not isinstance(n, bool) and n > 0 for n in layer)
+            for layer in conv_layers
+        )
+    except TypeError:  # not a sequence of sequences
+        valid = False
+    if not valid:
+        raise ValueError(
+            f"{owner}.conv_layers must be (filters, kernel size, stride) triples of positive "
+            f"integers, one per conv layer (e.g. ((16, 3, 1),)); got {conv_layers!r}."
+        )
+    if isinstance(input_max, bool) or not isinstance(input_max, int | float) or input_max <= 0:
+        raise ValueError(
+            f"{owner}.input_max must be a positive number, the observations' largest value "
+            f"(255.0 for uint8 frames, 1.0 for boolean planes); got {input_max!r}."
+        )
+
+
+def _conv_torso(inputs, conv_layers, hidden_units, input_max: float, initializer: Callable):
+    """Observations scaled to [0, 1] by `input_max`, the conv layers (`conv_i`: valid padding,
+    ReLU), flattened, then the dense ReLU layers (`hidden_i`); `initializer()` gives each
+    layer's kernel initializer."""
+    x = keras.ops.cast(inputs, "float32") / float(input_max)
+    for index, (filters, kernel, stride) in enumerate(conv_layers):
+        x = keras.layers.Conv2D(
+            filters,
+            kernel,
+            strides=stride,
+            activation="relu",
+            kernel_initializer=initializer(),
+            name=f"conv_{index}",
+        )(x)
+    x = keras.layers.Flatten()(x)
+    for index, units in enumerate(hidden_units):
+        x = keras.layers.Dense(
+            units, activation="relu", kernel_initializer=initializer(), name=f"hidden_{index}"
+        )(x)
+    return x
+
+
+@gin.configurable
+def conv_q_network(
+    input_shape: Sequence[int],
+    num_outputs: int,
+    conv_layers: Sequence[tuple[int, int, int]] = NATURE_CONV,
+    hidden_units: Sequence[int] = (512,),
+    input_max: float = 255.0,
+    dueling: bool = False,
+    support: CategoricalSupport | None = None,
+) -> keras.Model:
+    """Q-values from images `[B, H, W, C]` (uint8 frames or boolean planes, as the environment
+    gives them): conv layers of (filters, kernel size, stride), dense ReLU layers, and the
+    heads of `mlp` (`dueling`, and with `support` a categorical head, C51). The observations
+    are divided by `input_max` inside: 255 for frames, 1 for MinAtar's boolean planes, which
+    are 0 or 1 already. The defaults are the Nature-DQN net (`nature_cnn`); MinAtar's
+    (Young & Tian, 2019): `conv_layers = ((16, 3, 1),)`, `hidden_units = (128,)`,
+    `input_max = 1.0`. Glorot-uniform weights, Keras's default."""
+    _check_conv("conv_q_network", conv_layers, input_max)
+    _check_units("conv_q_network", hidden_units)
+    inputs = keras.Input(shape=tuple(input_shape), dtype="uint8")
+    features = _conv_torso(inputs, conv_layers, hidden_units, input_max, lambda: "glorot_uniform")
+    if support is None:
+        outputs = _head(features, num_outputs, dueling, uniform_initial_output=False)
+    else:
+        outputs = _categorical_head(features, num_outputs, support, dueling, "glorot_uniform")
+    return keras.Model(inputs, outputs, name="conv_q_network")
+
+
+@gin.configurable
+def actor_critic_cnn(
+    input_shape: Sequence[int],
+    num_actions: int,
+    conv_layers: Sequence[tuple[int, int, int]] = NATURE_CONV,
+    hidden_units: Sequence[int] = (512,),
+    input_max: float = 255.0,
+) -> keras.Model:
+    """`model(s) -> (logits [B, A], value [B])` from images `[B, H, W, C]`: one conv torso
+    shared by a softmax policy and V(s), as Stable-Baselines3's `CnnPolicy` and CleanRL's
+    `ppo_atari.py` (the Nature-DQN torso with 512 units). Orthogonal weights with their gains:
+    sqrt(2) in the torso, 0.01 for the logits (a near-uniform first policy), 1 for the value;
+    zero biases. The observations are divided by `input_max` inside (255 for uint8 frames, 1
+    for boolean planes)."""
+    _check_conv("actor_critic_cnn", conv_layers, input_max)
+    _check_units("actor_critic_cnn", hidden_units)
+    inputs = keras.Input(shape=tuple(input_shape), dtype="uint8")
+    torso = functools.partial(keras.initializers.Orthogonal, np.sqrt(2.0))  # a new one a layer
+    features = _conv_torso(inputs, conv_layers, hidden_units, input_max, torso)
+    logits = keras.layers.Dense(
+        num_actions, kernel_initializer=keras.initializers.Orthogonal(0.01), name="logits"
+    )(features)
+    value = keras.layers.Dense(
+        1, kernel_initializer=keras.initializers.Orthogonal(1.0), name="value"
+    )(features)
+    return keras.Model(inputs, (logits, keras.ops.squeeze(value, axis=-1)), name="actor_critic_cnn")
 
 
 # ----- continuous control: a deterministic actor and a critic Q(s, a) (DDPG, TD3) -------------

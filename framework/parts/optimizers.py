@@ -66,6 +66,39 @@ class TorchAdam(keras.optimizers.Adam):
         self.assign_sub(variable, step_size * m / denominator)
 
 
+@gin.configurable(module="optimizers")
+class TorchRMSprop(keras.optimizers.RMSprop):
+    """RMSprop with epsilon where `torch.optim.RMSprop` adds it: to the root, outside it.
+
+    Both keep v = rho v + (1 - rho) g^2 and, `centered`, m = rho m + (1 - rho) g; torch steps by
+    lr g / (sqrt(v - m^2) + epsilon), Keras by lr g / sqrt(v - m^2 + epsilon). With MinAtar's
+    epsilon of 0.01 (its DQN's `torch.optim.RMSprop(lr=2.5e-4, alpha=0.95, centered=True,
+    eps=0.01)`) and gradients whose spread is far below it, torch's denominator is ~0.01 and
+    Keras's ~0.1: Keras's steps are ten times smaller. Nature DQN's "min squared gradient"
+    (Mnih et al., 2015; the Lua code) is Keras's form; MinAtar's numbers come from torch's.
+    `momentum` as torch's: a buffer of the steps before the rate, b = momentum b + step.
+    """
+
+    def update_step(self, gradient, variable, learning_rate):
+        dtype = variable.dtype
+        gradient = tf.cast(gradient, dtype)
+        index = self._get_variable_index(variable)
+        velocity = self._velocities[index]
+        self.assign(velocity, self.rho * velocity + (1.0 - self.rho) * tf.square(gradient))
+        spread = velocity
+        if self.centered:
+            average = self._average_gradients[index]
+            self.assign(average, self.rho * average + (1.0 - self.rho) * gradient)
+            spread = velocity - tf.square(average)
+        step = gradient / (tf.sqrt(spread) + self.epsilon)
+        rate = tf.cast(learning_rate, dtype)
+        if self.momentum > 0:
+            buffer = self._momentums[index]
+            self.assign(buffer, self.momentum * buffer + step)
+            step = buffer
+        self.assign_sub(variable, rate * step)
+
+
 ENVIRONMENT_STEPS = "environment_steps"
 UPDATES = "updates"
 _UNITS = (ENVIRONMENT_STEPS, UPDATES)

@@ -160,3 +160,29 @@ def test_config_builds_and_every_binding_is_used(tmp_path):
     import experiments
 
     experiments.build(CARTPOLE_A2C, base_dir=str(tmp_path), strict=True)
+
+
+def test_a2c_learns_from_minatar_planes_through_the_shared_conv_torso(tmp_path):
+    runner = train(
+        tmp_path,
+        CARTPOLE_A2C,
+        [
+            "make_env.env_id = 'MinAtar/Breakout-v0'",
+            "make_vector_env.vector_env = None",
+            "Runner.num_envs = 2",
+            "Runner.num_steps = 300",
+            "Runner.eval_interval = 300",
+            "Runner.eval_episodes = 1",
+            "Runner.log_interval = 100",
+            "A2CAgent.network = @networks.actor_critic_cnn",
+            "networks.actor_critic_cnn.conv_layers = ((16, 3, 1),)",
+            "networks.actor_critic_cnn.hidden_units = (128,)",
+            "networks.actor_critic_cnn.input_max = 1.0",
+        ],
+    )
+    assert runner.agent.network.name == "actor_critic_cnn"
+    assert runner.agent.observation_space.dtype == bool
+    # 300 transitions in rollouts of 5 x 2 = 10: 30 updates, each from the boolean planes.
+    assert int(runner.agent.learner.applied_updates.numpy()) == 30
+    scalars = read_scalars(tmp_path)
+    assert np.isfinite(scalars["train/loss"][-1][1])

@@ -9,6 +9,8 @@ import subprocess
 SCRIPT = str(pathlib.Path(__file__).resolve().parents[2] / "experiments" / "reproduce_results.sh")
 CHECK = "import experiments.sweep, pandas, matplotlib, rliable"  # the script's first call
 MUJOCO_CHECK = CHECK + ", mujoco"  # where it runs the MuJoCo results too
+PIXELS_CHECK = CHECK + ", ale_py, minatar"  # the pixel results
+ALL_CHECK = CHECK + ", mujoco, ale_py, minatar"  # all of them, the default
 
 
 def interpreter(folder, log, works: bool = True) -> str:
@@ -43,13 +45,13 @@ def test_the_active_virtual_environments_interpreter_runs_every_sweep(tmp_path):
     assert completed.returncode == 0, completed.stderr
     calls = log.read_text().splitlines()
     assert all(call.startswith(f"{python} ") for call in calls)
-    assert calls[0] == f"{python} -c {MUJOCO_CHECK}"
+    assert calls[0] == f"{python} -c {ALL_CHECK}"
     sweeps = [call for call in calls if " -m experiments.sweep " in call]
-    assert len(sweeps) == 18 + 9 and any(
+    assert len(sweeps) == 18 + 9 + 4 and any(
         "--gin_file=gin_configs/reinforce/bandit.gin" in c for c in sweeps
     )
-    # One analysis a sweep, and the MuJoCo agents together on each of the three tasks.
-    assert len([call for call in calls if " -m experiments.analyze " in call]) == 18 + 9 + 3
+    # One analysis a sweep, the MuJoCo agents together on each of the three tasks, and Pong's.
+    assert len([call for call in calls if " -m experiments.analyze " in call]) == 18 + 9 + 3 + 5
 
 
 def test_the_mujoco_results_run_alone_at_their_lengths_and_seeds(tmp_path):
@@ -84,7 +86,10 @@ def test_a_part_that_does_not_exist_is_refused_before_anything_runs(tmp_path):
     python = interpreter(tmp_path / "venv", log)
     completed = reproduce(tmp_path, "atari", PYTHON=python)
     assert completed.returncode == 2
-    assert "'atari' is not a part of the results: give all, classic or mujoco" in completed.stderr
+    assert (
+        "'atari' is not a part of the results: give all, classic, mujoco or pixels"
+        in completed.stderr
+    )
     assert not log.exists()
 
 
@@ -97,7 +102,7 @@ def test_python_wins_and_one_without_the_package_stops_the_script_at_once(tmp_pa
 
     assert completed.returncode == 1
     assert completed.stderr.startswith(f"reproduce_results.sh: {python} cannot import experiments")
-    assert log.read_text().splitlines() == [f"{python} -c {MUJOCO_CHECK}"]
+    assert log.read_text().splitlines() == [f"{python} -c {ALL_CHECK}"]
 
 
 def test_the_classic_results_alone_need_no_mujoco(tmp_path):
@@ -108,3 +113,27 @@ def test_the_classic_results_alone_need_no_mujoco(tmp_path):
     calls = log.read_text().splitlines()
     assert calls[0] == f"{python} -c {CHECK}"
     assert len([call for call in calls if " -m experiments.sweep " in call]) == 18
+
+
+def test_the_pixel_part_runs_pong_in_pieces_and_sweeps_the_minatar_configs(tmp_path):
+    log = tmp_path / "calls.log"
+    python = interpreter(tmp_path / "venv", log)
+    calls = {}
+    for steps in ("2500000", "10000000"):
+        log.unlink(missing_ok=True)
+        completed = reproduce(tmp_path, "pixels", PYTHON=python, PONG_STEPS=steps)
+        assert completed.returncode == 0, completed.stderr
+        calls[steps] = log.read_text().splitlines()
+    assert calls["2500000"][0] == f"{python} -c {PIXELS_CHECK}"
+    pong = [call for call in calls["10000000"] if " -m experiments.run " in call]
+    # One run folder, resumed at each piece's end: 2.5M agent steps (10M frames) at a time.
+    assert [call.rsplit("--gin_bindings=", 1)[1] for call in pong] == [
+        f"Runner.num_steps = {steps}" for steps in (2500000, 5000000, 7500000, 10000000)
+    ]
+    assert all("--base_dir=" + str(tmp_path / "results" / "ppo_pong" / "seed0") in c for c in pong)
+    first = calls["2500000"]
+    assert len([call for call in first if " -m experiments.run " in call]) == 1
+    sweeps = [call for call in first if " -m experiments.sweep " in call]
+    assert len(sweeps) == 4 and all("--seeds=3" in call for call in sweeps)
+    assert any("minatar_asterix.gin" in c and "Runner.num_steps = 1000000" in c for c in sweeps)
+    assert len([call for call in first if " -m experiments.analyze " in call]) == 5

@@ -113,6 +113,34 @@ CASES = {
             *MUJOCO_OFF_POLICY,
         ],
     ),
+    # Pixels: 2 Pong emulators under the peers' protocol (a kill may fall mid-game and inside
+    # a rollout), and DQN on MinAtar's planes with its game objects saved as data.
+    "ppo_pong": (
+        "gin_configs/ppo/pong.gin",
+        [
+            "Runner.num_steps = 768",
+            "Runner.checkpoint_interval = 128",
+            "Runner.eval_interval = 384",
+            "Runner.eval_episodes = 1",
+            "Runner.log_interval = 64",
+            "PPOAgent.n_steps = 16",
+            "ShuffledMinibatches.n_epochs = 1",
+            "ShuffledMinibatches.batch_size = 32",
+            "make_atari_env.max_episode_frames = 600",
+        ],
+    ),
+    "dqn_minatar": (
+        "gin_configs/dqn/minatar_breakout.gin",
+        [
+            "Runner.num_steps = 2000",
+            "Runner.checkpoint_interval = 500",
+            "Runner.eval_interval = 1000",
+            "Runner.eval_episodes = 2",
+            "Runner.log_interval = 250",
+            "ReplaySchedule.learning_starts = 300",
+            "UniformReplay.capacity = 1000",
+        ],
+    ),
     "a3c_round_robin": (  # the asynchronous driver with its workers in turn: deterministic
         "gin_configs/a3c/cartpole.gin",
         [
@@ -148,6 +176,8 @@ LOSSES = {  # where not "train/loss"
         ("ppo_hopper", 1),
         ("sac_halfcheetah", 1),
         ("td3_hopper", 1),
+        ("ppo_pong", 2),
+        ("dqn_minatar", 1),
         # A kill is the same at 8 sub-environments; resuming 3 in process is
         # tests/framework/test_runner.py's, and every agent's state round trip the contract's.
         pytest.param("dqn", 8, marks=pytest.mark.slow),

@@ -250,6 +250,10 @@ def test_every_agent_exports_a_savedmodel_that_acts_as_its_policy(runs, tmp_path
     assert rainbow["q_values"].shape == (len(rainbow["action"]), 2)
     np.testing.assert_array_equal(rainbow["q_values"].argmax(axis=-1), rainbow["action"])
     assert {"logits", "value"} <= set(np.load(tmp_path / "a2c.out.npz").files)
+    pixels = np.load(tmp_path / "ppo_pixels.out.npz")  # from uint8 frames, as Policy.act
+    assert {"logits", "value"} <= set(pixels.files) and pixels["logits"].shape[1:] == (6,)
+    assert np.load(tmp_path / "ppo_pixels.npy").dtype == np.uint8
+    assert np.load(tmp_path / "dqn_minatar.npy").dtype == bool  # MinAtar's planes
     gaussian = np.load(tmp_path / "ppo_gaussian_normalized.out.npz")
     assert {"mean", "log_std", "value"} <= set(gaussian.files)
     np.testing.assert_array_equal(gaussian["action"], np.clip(gaussian["mean"], -2.0, 2.0))
@@ -295,6 +299,25 @@ def test_evaluate_prints_its_figures_records_and_logs_where_asked(runs, tmp_path
     scalars = read_scalars(os.path.join(folder.base_dir, "evaluations", logged))
     assert scalars["evaluate/episode_length"] == [(folder.best()["step"], 30.0)]
     assert folder.eval_curve() == curve  # the run's own curve reads none of it
+
+
+def test_evaluate_records_whole_pong_games_of_the_pixel_ppo_policy(runs, tmp_path):
+    video = tmp_path / "video"
+    no_noops = "--gin_bindings=make_atari_env.noop_max = 0"
+    completed = _evaluate(runs["ppo_pixels"], "--episodes=2", f"--video={video}", no_noops)
+    assert completed.returncode == 0, completed.stderr[-3000:]
+    # Games of 400 frames, 4 a step: 100 steps as the game counts them, FIRE and action 2 at
+    # the seeding reset and a no-op, FIRE and 2 at the episode's (it continues the game the
+    # seeding reset began, as SB3's EpisodicLifeEnv does) among them: the policy plays 95.
+    assert "length: mean 100, std 0, min 100, max 100" in completed.stdout
+    import imageio
+
+    videos = sorted(os.listdir(video))
+    assert len(videos) == 2
+    reader = imageio.get_reader(str(video / videos[0]))
+    # The reset's frame and the policy's 95 steps' (moviepy's MP4 may end a frame short).
+    assert reader.count_frames() in (95, 96)
+    assert reader.get_data(0).shape[:2] == (210, 160)  # the emulator's screen, not 84x84
 
 
 def test_a_pong_video_shows_the_emulator_frames(runs, tmp_path):

@@ -370,3 +370,59 @@ def test_a_mujoco_state_of_another_model_or_kind_is_refused_and_changes_nothing(
     with pytest.raises(env_state.EnvStateError, match="mjSTATE_INTEGRATION but the state has"):
         env_state.restore(env, state)
     assert np.array_equal(env.unwrapped.data.qpos, after_step)
+
+
+class _Game:
+    """A plain object holding state: registered, it is saved as data, attribute by attribute."""
+
+    def __init__(self, random):
+        self.random = random  # numpy's legacy generator, shared with the env
+        self.cells = [[0, 1], None]
+        self.score = 0
+
+
+class _GameEnv(gymnasium.Env):
+    observation_space = gymnasium.spaces.Box(-np.inf, np.inf, (1,), np.float64)
+    action_space = gymnasium.spaces.Discrete(2)
+
+    def __init__(self):
+        self.random = np.random.RandomState(0)
+        self.game = _Game(self.random)
+
+    def reset(self, *, seed=None, options=None):
+        self.random.seed(seed)
+        self.game.score = 0
+        return np.zeros(1), {}
+
+    def step(self, action):
+        self.game.score += int(self.random.randint(10))
+        self.game.cells[0].append(self.game.score)
+        return np.array([self.game.score + self.random.rand()]), 0.0, False, False, {}
+
+
+def test_registered_objects_and_legacy_generators_are_data_restored_in_place(tmp_path):
+    env_state.register_state_class(_Game)
+    env = _GameEnv()
+    env.reset(seed=4)
+    for _ in range(3):
+        env.step(0)
+    kind, reason = env_state.how_saved(env)
+    assert kind == "data", reason
+    state = _through_files(env_state.capture(env), tmp_path)
+    fresh = _GameEnv()
+    fresh.reset(seed=11)
+    held_game, held_random = fresh.game, fresh.random
+    env_state.restore(fresh, state)
+    assert fresh.game is held_game and fresh.random is held_random  # in place
+    assert fresh.game.random is fresh.random  # still one generator, as captured
+    assert fresh.game.cells == env.game.cells and fresh.game.score == env.game.score
+    for _ in range(5):
+        assert fresh.step(0)[0] == env.step(0)[0]
+
+
+def test_a_registered_object_whose_attribute_is_not_data_is_pickled_and_said_so():
+    env_state.register_state_class(_Game)
+    env = _GameEnv()
+    env.game.helper = _Helper(1.0)  # neither data nor a registered object
+    kind, reason = env_state.how_saved(env)
+    assert kind == "pickle" and "'game'" in reason and "_Game" in reason

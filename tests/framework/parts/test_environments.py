@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 from gymnasium.utils.env_checker import check_env
 
+from framework import env_state
 from framework.parts.environments import (
     BANDIT_ID,
     MultiArmedBanditEnv,
@@ -219,3 +220,46 @@ def test_building_an_atari_env_prints_no_banner_and_its_errors_still_surface():
     assert done.stdout == "built\n"
     assert "A.L.E" not in done.stderr and "Stella" not in done.stderr, done.stderr
     assert done.returncode != 0 and "Invalid game mode requested" in done.stderr
+
+
+# ----- MinAtar ---------------------------------------------------------------------------------
+
+
+def test_minatar_ids_register_give_boolean_planes_and_take_the_paper_s_settings(recwarn):
+    env = make_env(
+        "MinAtar/Asterix-v0", env_kwargs={"sticky_action_prob": 0.1, "difficulty_ramping": True}
+    )
+    observation, _ = env.reset(seed=0)
+    assert observation.dtype == bool and observation.shape == (10, 10, 4)
+    assert env.action_space == gymnasium.spaces.Discrete(6)  # -v0: all 6 actions
+    game = env.unwrapped.game
+    assert game.sticky_action_prob == 0.1 and game.env.ramping is True  # Breakout has no ramp
+    assert make_env("MinAtar/Breakout-v1").action_space == gymnasium.spaces.Discrete(3)  # minimal
+    # gymnasium's "out of date" warning for -v0 (the full action set, not an older -v1): off.
+    assert not [w for w in recwarn if "out of date" in str(w.message)]
+
+
+def test_minatar_resumes_exactly_from_its_state_saved_as_data(tmp_path):
+    def build():
+        return make_env("MinAtar/Asterix-v0", env_kwargs={"sticky_action_prob": 0.1})
+
+    env = build()
+    env.reset(seed=0)
+    assert env_state.how_saved(env)[0] == "data"
+    actions = np.random.default_rng(0).integers(0, 6, 400)
+    for action in actions[:150]:
+        if env.step(action)[2]:
+            env.reset()
+    state = env_state.unpack(env_state.pack(env_state.capture(env)))
+    fresh = build()
+    fresh.reset(seed=9)
+    env_state.restore(fresh, state)
+    # The game and MinAtar's wrapper around it share one RandomState, restored in place.
+    game = fresh.unwrapped.game
+    assert game.random is game.env.random
+    for action in actions[150:]:
+        expected, got = env.step(action), fresh.step(action)
+        np.testing.assert_array_equal(expected[0], got[0])
+        assert expected[1:3] == got[1:3]
+        if expected[2]:
+            np.testing.assert_array_equal(env.reset()[0], fresh.reset()[0])

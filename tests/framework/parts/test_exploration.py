@@ -32,6 +32,17 @@ def test_linear_schedule_increasing():
     assert [schedule(step) for step in (0, 2, 8, 9)] == pytest.approx([0.0, 0.5, 2.0, 2.0])
 
 
+def test_a_delayed_schedule_holds_its_start_then_ramps_as_minatar_s_epsilon():
+    # MinAtar's DQN: epsilon 1 until the replay starts at 5,000, then 1 -> 0.1 over 100,000:
+    # at 55,000, halfway, 1 + 0.5 * (0.1 - 1) = 0.55; 0.1 from 105,000 on.
+    schedule = LinearSchedule(start=1.0, end=0.1, duration=100_000, delay=5000)
+    steps = (0, 5000, 55_000, 105_000, 200_000)
+    assert [schedule(step) for step in steps] == pytest.approx([1.0, 1.0, 0.55, 0.1, 0.1])
+    assert "delay=5000" in schedule.describe()
+    with pytest.raises(ValueError, match="delay"):
+        LinearSchedule(delay=-1)
+
+
 @pytest.mark.parametrize("duration", [0, -1])
 def test_linear_schedule_rejects_short_duration(duration):
     with pytest.raises(ValueError):

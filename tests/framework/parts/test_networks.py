@@ -6,8 +6,10 @@ import numpy as np
 import pytest
 
 from framework.parts.networks import (
+    actor_critic_cnn,
     actor_critic_mlp,
     actor_mlp,
+    conv_q_network,
     critic_mlp,
     gaussian_actor_critic_mlp,
     gaussian_actor_mlp,
@@ -197,3 +199,79 @@ def test_torch_init_draws_kernels_and_biases_as_torch_linear_does():
 def test_orthogonal_and_torch_init_together_are_refused():
     with pytest.raises(ValueError, match="both True: choose one"):
         actor_critic_mlp((3,), 2, orthogonal_init=True, torch_init=True)
+
+
+# ----- conv nets on frames or planes ----------------------------------------------------------
+
+
+def test_conv_q_network_is_nature_cnn_by_default_and_minatar_s_by_its_bindings():
+    nature = conv_q_network((84, 84, 4), 6)
+    # 84 -> (84 - 8) / 4 + 1 = 20 -> (20 - 4) / 2 + 1 = 9 -> 9 - 3 + 1 = 7: 7 * 7 * 64 features.
+    assert tuple(nature.get_layer("hidden_0").kernel.shape) == (7 * 7 * 64, 512)
+    minatar = conv_q_network(
+        (10, 10, 4), 6, conv_layers=((16, 3, 1),), hidden_units=(128,), input_max=1.0
+    )
+    # MinAtar's DQN: 10 -> 8 with a valid 3x3 conv: 8 * 8 * 16 = 1024 features, 128 units.
+    assert tuple(minatar.get_layer("conv_0").kernel.shape) == (3, 3, 4, 16)
+    assert tuple(minatar.get_layer("hidden_0").kernel.shape) == (1024, 128)
+    assert minatar(np.zeros((2, 10, 10, 4), bool)).shape == (2, 6)
+
+
+def _one_weight_conv(input_max: float) -> keras.Model:
+    """A 1x1 conv of one filter summing the channels (weight 1, bias 0) and an output layer of
+    one unit with weight 1 on each position: the output is the sum of the inputs / input_max."""
+    model = conv_q_network((2, 2, 3), 1, ((1, 1, 1),), (), input_max)
+    model.get_layer("conv_0").set_weights([np.ones((1, 1, 3, 1)), np.zeros(1)])
+    model.get_layer("output").set_weights([np.ones((4, 1)), np.zeros(1)])
+    return model
+
+
+def test_input_max_scales_frames_by_255_and_leaves_boolean_planes_as_they_are():
+    planes = np.zeros((1, 2, 2, 3), bool)
+    planes[0, 0, 0, :] = True  # three planes on at one position
+    planes[0, 1, 1, 2] = True
+    # Four True values: 4 with input_max 1 (MinAtar), 4 / 255 had they been divided by 255.
+    assert _one_weight_conv(1.0)(planes).numpy()[0, 0] == 4.0
+    frames = np.full((1, 2, 2, 3), 255, np.uint8)
+    frames[0, 0, 0, 0] = 51  # 11 pixels at 255 and one at 51: (11 * 255 + 51) / 255 = 11.2
+    np.testing.assert_allclose(_one_weight_conv(255.0)(frames).numpy()[0, 0], 11.2, rtol=1e-6)
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "named"),
+    [
+        ({"conv_layers": ()}, "conv_layers"),
+        ({"conv_layers": ((16, 3),)}, "conv_layers"),
+        ({"conv_layers": ((16, 3, 0),)}, "conv_layers"),
+        ({"input_max": 0.0}, "input_max"),
+        ({"input_max": True}, "input_max"),
+        ({"hidden_units": (0,)}, "hidden_units"),
+    ],
+)
+def test_conv_networks_refuse_bad_layers_naming_the_binding(kwargs, named):
+    for builder in (conv_q_network, actor_critic_cnn):
+        with pytest.raises(ValueError, match=f"{builder.__name__}.{named}"):
+            builder((10, 10, 4), 6, **kwargs)
+
+
+def _gain(kernel: np.ndarray) -> np.ndarray:
+    """The singular values of a kernel as a matrix of (inputs, outputs): all equal to the
+    orthogonal initializer's gain where the matrix is (semi-)orthogonal."""
+    return np.linalg.svd(kernel.reshape(-1, kernel.shape[-1]), compute_uv=False)
+
+
+def test_actor_critic_cnn_shares_one_torso_initialised_as_sb3_s_cnn_policy():
+    model = actor_critic_cnn((84, 84, 4), 6)
+    frames = np.random.default_rng(0).integers(0, 256, size=(3, 84, 84, 4), dtype=np.uint8)
+    logits, value = model(frames)
+    assert logits.shape == (3, 6) and value.shape == (3,)
+    names = [layer.name for layer in model.layers if layer.weights]
+    assert sorted(names) == ["conv_0", "conv_1", "conv_2", "hidden_0", "logits", "value"]
+    gains = {"conv_0": np.sqrt(2), "conv_1": np.sqrt(2), "conv_2": np.sqrt(2)}
+    gains |= {"hidden_0": np.sqrt(2), "logits": 0.01, "value": 1.0}
+    for name, gain in gains.items():
+        kernel, bias = (w.numpy() for w in model.get_layer(name).weights)
+        np.testing.assert_allclose(_gain(kernel), gain, rtol=1e-4, err_msg=name)
+        assert not bias.any(), name
+    # Gain 0.01 on 512 features of order 1: logits near 0, a near-uniform first policy.
+    assert np.abs(logits.numpy()).max() < 0.1

@@ -22,6 +22,7 @@ def make_test_optimizer(optimizer=None):
         ("RMSprop", keras.optimizers.RMSprop, "rho = 0.8", "rho", 0.8),
         ("SGD", keras.optimizers.SGD, "momentum = 0.7", "momentum", 0.7),
         ("TorchAdam", optimizers.TorchAdam, "epsilon = 1e-5", "epsilon", 1e-5),
+        ("TorchRMSprop", optimizers.TorchRMSprop, "centered = True", "centered", True),
     ],
 )
 def test_optimizer_bound_in_gin(name, cls, extra_binding, attribute, value):
@@ -71,6 +72,54 @@ def test_torch_adam_places_epsilon_as_torch_does_and_keras_adam_does_not():
     np.testing.assert_allclose(keras_steps[2], torch_steps[2], rtol=1e-2)
     with pytest.raises(ValueError, match="no amsgrad"):
         optimizers.TorchAdam(amsgrad=True)
+
+
+def _torch_rmsprop_steps(start, gradients, learning_rate, rho, epsilon):
+    """torch.optim.RMSprop(centered=True) in float64: epsilon added to sqrt(v - m^2)."""
+    x, v, m = np.array(start, np.float64), 0.0, 0.0
+    for g in gradients:
+        v = rho * v + (1 - rho) * g * g
+        m = rho * m + (1 - rho) * g
+        x = x - learning_rate * g / (np.sqrt(v - m * m) + epsilon)
+    return x
+
+
+def test_torch_rmsprop_is_minatar_s_centred_rmsprop_and_keras_s_takes_steps_ten_times_smaller():
+    # MinAtar's DQN optimizer, on gradients whose spread is far below epsilon = 0.01 (from 0:
+    # float32 keeps the small steps exactly enough to compare).
+    start = [0.0, 0.0]
+    gradients = [np.array(g, np.float32) for g in ([1e-4, -2e-4], [3e-4, 1e-4], [-1e-4, 2e-4])]
+    expected = _torch_rmsprop_steps(start, gradients, 2.5e-4, 0.95, 0.01)
+    # By hand, the first step of the first weight: v = 0.05 * 1e-8 = 5e-10, m = 0.05 * 1e-4
+    # = 5e-6, sqrt(v - m^2) = sqrt(4.75e-10) = 2.179e-5; 2.5e-4 * 1e-4 / (0.01 + 2.179e-5)
+    # = 2.4946e-6.
+    np.testing.assert_allclose(
+        _torch_rmsprop_steps(start, gradients[:1], 2.5e-4, 0.95, 0.01)[0], -2.4946e-6, rtol=1e-4
+    )
+    moved = {}
+    for name, optimizer in (
+        ("torch", optimizers.TorchRMSprop(2.5e-4, rho=0.95, epsilon=0.01, centered=True)),
+        ("keras", keras.optimizers.RMSprop(2.5e-4, rho=0.95, epsilon=0.01, centered=True)),
+    ):
+        variable = tf.Variable(start)
+        for gradient in gradients:
+            optimizer.apply_gradients([(tf.constant(gradient), variable)])
+        moved[name] = variable.numpy()
+    np.testing.assert_allclose(moved["torch"], expected, rtol=1e-5)
+    # Keras: lr g / sqrt(v - m^2 + 0.01), a denominator of ~0.1 against torch's ~0.01.
+    ratio = moved["keras"] / expected
+    np.testing.assert_allclose(ratio, 0.1, rtol=0.05)
+
+
+def test_torch_rmsprop_momentum_is_torch_s_buffer_of_steps():
+    # Uncentred, momentum 0.5: b1 = g1 / (sqrt(v1) + eps), b2 = 0.5 b1 + g2 / (sqrt(v2) + eps).
+    optimizer = optimizers.TorchRMSprop(0.1, rho=0.9, epsilon=1e-8, momentum=0.5)
+    variable = tf.Variable([0.0])
+    for gradient in (1.0, 1.0):
+        optimizer.apply_gradients([(tf.constant([gradient]), variable)])
+    first = 1.0 / (np.sqrt(0.1) + 1e-8)  # v1 = 0.1
+    second = 0.5 * first + 1.0 / (np.sqrt(0.19) + 1e-8)  # v2 = 0.9 * 0.1 + 0.1 = 0.19
+    np.testing.assert_allclose(variable.numpy(), [-0.1 * (first + second)], rtol=1e-6)
 
 
 def test_staircase_exponential_decay_counting_updates():
