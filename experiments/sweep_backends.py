@@ -8,6 +8,7 @@ import os
 import signal
 import sys
 import time
+from typing import Any
 
 import numpy as np
 
@@ -91,6 +92,16 @@ def end_run(sweep: Sweep, run: dict, outcome: dict, seconds: float) -> None:
         write_run_result(sweep, run)
 
 
+def _outcome(receiver: Any) -> Any:
+    """What a run's process sent before it ended, or None: a process killed before it sent
+    anything leaves a pipe that polls readable and then ends (EOFError), and its exit code says
+    what happened."""
+    try:
+        return receiver.recv() if receiver.poll() else None
+    except EOFError:
+        return None
+
+
 def run_local(sweep: Sweep, source, parallel: int, progress: SweepProgress) -> None:
     """Each run in a fresh spawned process, `parallel` at once, in the order `source` gives
     them (`sweep_search`: a planned sweep's queue, or a search's schedule)."""
@@ -120,7 +131,7 @@ def run_local(sweep: Sweep, source, parallel: int, progress: SweepProgress) -> N
             ready = wait(list(active), timeout=_PROGRESS_SECONDS)
             for sentinel in ready:
                 process, receiver, run, start = active.pop(sentinel)
-                outcome = receiver.recv() if receiver.poll() else None
+                outcome = _outcome(receiver)
                 process.join()
                 receiver.close()
                 seconds = time.monotonic() - start
