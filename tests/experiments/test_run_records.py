@@ -190,6 +190,7 @@ def test_a_binding_of_an_included_file_made_moot_by_an_override_is_not_unused(tm
         "SoftUpdate.tau = 0.01\n"
     )
     caplog.set_level(logging.INFO)
+    caplog.set_level(logging.INFO, logger="absl")  # whatever level an earlier test left it at
     prepared = experiments.build([str(config)], ["HardUpdate.period = 7"], str(tmp_path / "r"))
     prepared.runner.close()
     warned = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
