@@ -146,3 +146,16 @@ def tmpfs(tmp_path):
     yield mount
     for folder in reversed(mounted):
         subprocess.run(["umount", str(folder)], check=True)
+
+
+@pytest.fixture(autouse=True)
+def absl_log_level():
+    """absl's logger level as each test found it: a command's main, a sweep's probe or a
+    trial sets it for its process, and a later test in the same worker that reads the log
+    (caplog) would otherwise see only what that level lets through."""
+    from absl import logging as absl_logging
+
+    logger = absl_logging.get_absl_logger()
+    level = logger.level
+    yield
+    logger.setLevel(level)
