@@ -46,7 +46,11 @@ def main(argv: list[str]) -> None:
         tf.config.threading.set_intra_op_parallelism_threads(FLAGS.intra_op_threads)
         tf.config.threading.set_inter_op_parallelism_threads(FLAGS.intra_op_threads)
     if not FLAGS.threads or FLAGS.intra_op_threads is not None:
-        print(report(FLAGS.gin_file, FLAGS.gin_bindings, FLAGS.num_steps, FLAGS.calls), flush=True)
+        try:
+            text = report(FLAGS.gin_file, FLAGS.gin_bindings, FLAGS.num_steps, FLAGS.calls)
+        except ValueError as error:  # a config that made no gradient step to measure
+            sys.exit(str(error))
+        print(text, flush=True)
         return
     for count in FLAGS.threads:  # TensorFlow fixes its threads at start: a process each
         command = [
@@ -57,7 +61,8 @@ def main(argv: list[str]) -> None:
         ]
         command += [f"--gin_file={FLAGS.gin_file}", f"--num_steps={FLAGS.num_steps}"]
         command += [f"--calls={FLAGS.calls}", *(f"--gin_bindings={b}" for b in FLAGS.gin_bindings)]
-        subprocess.run(command, check=True)
+        if subprocess.run(command).returncode:  # it said why
+            sys.exit(1)
 
 
 if __name__ == "__main__":

@@ -34,6 +34,7 @@ def learner_in_loop(gin_file: str, bindings: list[str], num_steps: int) -> dict:
 
 
 def report(gin_file: str, bindings: list[str], num_steps: int, calls: int) -> str:
+    """The op table, the floor and the learner beside it, as the command prints them."""
     measured = learner_in_loop(gin_file, bindings, num_steps)
     floor = floor_of(*of_learner(measured["learner"]), calls=calls)
     seconds = measured["seconds_per_step"]
