@@ -7,6 +7,8 @@ import shutil
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 
+import numpy as np
+
 import experiments
 
 SHORT = ["Runner.eval_episodes = 2", "Runner.log_interval = 100"]
@@ -138,3 +140,18 @@ class TrainedRuns(Mapping[str, str]):
         )
         self._curves[name] = dict(result.eval_returns)
         self._folders[name] = folder
+
+
+def rollout_observations(policy, count: int) -> np.ndarray:
+    """`count` observations of episodes the exploring policy plays, as `act` takes them (from
+    gymnasium's own environment where the run normalises), in the space's dtype."""
+    env = policy.normalize.raw_env if policy.normalize else policy.env
+    observation, _ = env.reset(seed=3)
+    observations = []
+    while len(observations) < count:
+        observations.append(observation)
+        action = policy.act(observation[None], explore=True)[0]
+        observation, _, terminated, truncated, _ = env.step(action)
+        if terminated or truncated:
+            observation, _ = env.reset()
+    return np.stack(observations)

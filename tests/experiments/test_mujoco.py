@@ -15,6 +15,7 @@ import tensorflow as tf
 import experiments
 from framework.export import export
 from tests.experiments import cli
+from tests.trained import rollout_observations
 
 CONFIGS = [
     "ppo/halfcheetah.gin",
@@ -49,21 +50,6 @@ def _train(config: str, folder: str) -> experiments.TrainResult:
     return experiments.train([f"gin_configs/{config}"], bindings, folder, verbose=False)
 
 
-def _observations(policy, count: int = 300) -> np.ndarray:
-    """Observations of episodes the exploring policy plays, as `act` takes them (the
-    environment's own, where the run normalises them)."""
-    env = policy.normalize.raw_env if policy.normalize else policy.env
-    observation, _ = env.reset(seed=3)
-    observations = []
-    while len(observations) < count:
-        observations.append(observation)
-        action = policy.act(observation[None], explore=True)[0]
-        observation, _, terminated, truncated, _ = env.step(action)
-        if terminated or truncated:
-            observation, _ = env.reset()
-    return np.stack(observations)  # in the space's dtype (float64), as the export takes them
-
-
 @pytest.mark.parametrize("config", CONFIGS)
 def test_a_mujoco_config_trains_briefly_and_exports_what_its_policy_does(config, tmp_path):
     folder = str(tmp_path / "run")
@@ -73,7 +59,7 @@ def test_a_mujoco_config_trains_briefly_and_exports_what_its_policy_does(config,
 
     policy = experiments.load(folder, "latest")
     try:
-        observations = _observations(policy)
+        observations = rollout_observations(policy, 300)
         expected = policy.act(observations)  # [N, A], the evaluation policy
         export(policy, folder, str(tmp_path / "exported"))
     finally:

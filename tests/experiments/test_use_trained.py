@@ -21,6 +21,7 @@ from framework.storage.event_reader import read_scalars
 from framework.storage.run_directory import RunDirectory
 from tests.experiments import cli
 from tests.trained import AGENT_RUNS as RUNS
+from tests.trained import rollout_observations
 
 CURVES: dict[str, dict[int, float]] = {}  # each run's eval returns, as training computed them
 
@@ -198,27 +199,12 @@ print("loaded", sorted(sys.modules.keys() & {"framework", "agents", "keras"}))
 """
 
 
-def _rollout_observations(policy, count: int = 1000) -> np.ndarray:
-    """`count` observations of episodes played by the exploring policy, as `act` takes them
-    (from gymnasium's own environment where the run normalises)."""
-    env = policy.normalize.raw_env if policy.normalize else policy.env
-    observation, _ = env.reset(seed=3)
-    observations = []
-    while len(observations) < count:
-        observations.append(observation)
-        action = policy.act(observation[None], explore=True)[0]
-        observation, _, terminated, truncated, _ = env.step(action)
-        if terminated or truncated:
-            observation, _ = env.reset()
-    return np.stack(observations)
-
-
 def test_every_agent_exports_a_savedmodel_that_acts_as_its_policy(runs, tmp_path):
     requests, expected = [], {}
     for name, folder in runs.items():
         policy = experiments.load(folder, "best")
         try:
-            observations = _rollout_observations(policy)
+            observations = rollout_observations(policy, 1000)
             expected[name] = policy.act(observations)
             description = export(policy, folder, str(tmp_path / name))
         finally:
