@@ -93,8 +93,8 @@ def test_an_unknown_parameter_names_the_parts_that_take_it():
     message = str(error.value)
     assert (
         "learning_rate is a parameter of other parts: optimizers.Adam.learning_rate (this config "
-        "uses it), optimizers.RMSprop.learning_rate, optimizers.SGD.learning_rate and 2 more."
-        in message  # optimizers.TorchAdam's and TorchRMSprop's, counted, not listed
+        "uses it), optimizers.FusedRMSprop.learning_rate, optimizers.RMSprop.learning_rate and "
+        "3 more." in message  # SGD's, TorchAdam's and TorchRMSprop's, counted, not listed
     )
     assert "\n" not in message
 

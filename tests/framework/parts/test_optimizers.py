@@ -23,6 +23,7 @@ def make_test_optimizer(optimizer=None):
         ("SGD", keras.optimizers.SGD, "momentum = 0.7", "momentum", 0.7),
         ("TorchAdam", optimizers.TorchAdam, "epsilon = 1e-5", "epsilon", 1e-5),
         ("TorchRMSprop", optimizers.TorchRMSprop, "centered = True", "centered", True),
+        ("FusedRMSprop", optimizers.FusedRMSprop, "centered = True", "centered", True),
     ],
 )
 def test_optimizer_bound_in_gin(name, cls, extra_binding, attribute, value):
@@ -120,6 +121,40 @@ def test_torch_rmsprop_momentum_is_torch_s_buffer_of_steps():
     first = 1.0 / (np.sqrt(0.1) + 1e-8)  # v1 = 0.1
     second = 0.5 * first + 1.0 / (np.sqrt(0.19) + 1e-8)  # v2 = 0.9 * 0.1 + 0.1 = 0.19
     np.testing.assert_allclose(variable.numpy(), [-0.1 * (first + second)], rtol=1e-6)
+
+
+@pytest.mark.parametrize("jit_compile", [False, True])
+@pytest.mark.parametrize(
+    "settings",
+    [
+        dict(rho=0.95, epsilon=1e-5, centered=True),  # Dopamine's Nature DQN
+        dict(rho=0.9, epsilon=1e-7),
+        dict(rho=0.9, epsilon=1e-7, momentum=0.5),
+        dict(rho=0.9, epsilon=1e-7, momentum=0.5, centered=True),
+    ],
+)
+def test_fused_rmsprop_takes_keras_s_rmsprop_steps(settings, jit_compile):
+    rng = np.random.default_rng(0)
+    start = rng.standard_normal([4, 3]).astype(np.float32)
+    gradients = [rng.standard_normal([4, 3]).astype(np.float32) for _ in range(5)]
+    fused = optimizers.FusedRMSprop(0.01, **settings)
+    moved = {}
+    for name, optimizer in (
+        ("fused", fused),
+        ("keras", keras.optimizers.RMSprop(0.01, **settings)),
+    ):
+        variable = tf.Variable(start)
+        apply = tf.function(
+            lambda g, o=optimizer, v=variable: o.apply_gradients([(g, v)]),
+            jit_compile=jit_compile,
+        )
+        for gradient in gradients:
+            apply(tf.constant(gradient))
+        moved[name] = variable.numpy()
+    assert not np.allclose(moved["keras"], start, atol=1e-2)  # five real steps
+    # The kernel's momentum buffer is an optimizer variable, so checkpoints carry it.
+    assert any("momentum" in v.path for v in fused.variables)
+    np.testing.assert_allclose(moved["fused"], moved["keras"], rtol=1e-5, atol=1e-6)
 
 
 def test_staircase_exponential_decay_counting_updates():
