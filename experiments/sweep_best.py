@@ -19,13 +19,30 @@ BEST_GIN = "best.gin"
 
 
 def best_trial(sweep: Sweep) -> dict | None:
-    """The trial with the highest objective (a search's: among its finished trials)."""
+    """The trial with the highest objective (a search's: among its finished trials). Ties go to
+    the higher mean eval return over the run: a final return at the task's cap (CartPole's 500)
+    ties many trials of one seed, and the one that got there sooner and stayed is the better
+    bet; among equals, the first trial."""
     trials = [
         t
         for t in sweep.trials()
         if t["objective"] is not None and t.get("state", STATUS_FINISHED) == STATUS_FINISHED
     ]
-    return max(trials, key=lambda t: t["objective"]) if trials else None
+    if not trials:
+        return None
+    return max(trials, key=lambda t: (t["objective"], _mean_eval_return(sweep, t["trial"])))
+
+
+def _mean_eval_return(sweep: Sweep, trial: str) -> float:
+    """The mean over the trial's finished runs of each run's mean eval return (-inf if none
+    recorded it)."""
+    means = [
+        run["result"].get("mean_eval_return")
+        for run in sweep.runs
+        if run["trial"] == trial and run["status"] == STATUS_FINISHED and run.get("result")
+    ]
+    means = [m for m in means if m is not None]
+    return float(np.mean(means)) if means else -math.inf
 
 
 def write_best_gin(sweep: Sweep) -> str | None:

@@ -455,21 +455,31 @@ def write_run_result(sweep: Sweep, run: dict) -> None:
 
 
 def read_result(folder: RunDirectory, with_curve: bool = False) -> dict:
-    """Final and best eval return, and the step of the final one, from the run's event files;
-    `with_curve` adds the eval curve (a search's trials are judged on it)."""
+    """Final, best and mean eval return, and the step of the final one, from the run's event
+    files; `with_curve` adds the eval curve (a search's trials are judged on it)."""
     curve = folder.eval_curve()
-    result = {"final_eval_return": None, "best_eval_return": None, "eval_step": None}
+    result = {
+        "final_eval_return": None,
+        "best_eval_return": None,
+        "mean_eval_return": None,
+        "eval_step": None,
+    }
     if curve:
         step, final = curve[-1]
-        best = max(value for _, value in curve)
+        values = [value for _, value in curve]
         result = {
-            "final_eval_return": float(final) if math.isfinite(final) else None,  # JSON: no NaN
-            "best_eval_return": float(best) if math.isfinite(best) else None,
+            "final_eval_return": _number(final),  # JSON: no NaN
+            "best_eval_return": _number(max(values)),
+            "mean_eval_return": _number(float(np.mean(values))),
             "eval_step": int(step),
         }
     if with_curve:
         result["curve"] = [[int(s), float(v) if math.isfinite(v) else None] for s, v in curve]
     return result
+
+
+def _number(value: float) -> float | None:
+    return float(value) if math.isfinite(value) else None
 
 
 def summary_table(sweep: Sweep) -> str:

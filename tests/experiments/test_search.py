@@ -384,6 +384,18 @@ def test_best_gin_is_the_includes_the_fixed_bindings_and_the_best_values(tmp_pat
         gin.clear_config()
 
 
+def test_trials_tied_at_the_best_final_return_go_to_the_higher_mean_eval_return(tmp_path):
+    rates = "optimizers.Adam.learning_rate=[0.001, 0.01, 0.1]"
+    definition = sweep.define([BANDIT], [], [rates], 1, str(tmp_path))
+    means = {"0.001": 300.0, "0.01": 450.0, "0.1": 420.0}  # all three end at the cap
+    for run in definition.runs:
+        mean = means[run["trial"].split("=")[1]]
+        run.update(status="finished", result={"final_eval_return": 500.0, "mean_eval_return": mean})
+    assert sweep_best.best_trial(definition)["trial"].endswith("=0.01")
+    definition.runs[1]["result"]["final_eval_return"] = 499.0  # a higher objective still wins
+    assert sweep_best.best_trial(definition)["trial"].endswith("=0.1")
+
+
 # ----- the pruner in a real run -----------------------------------------------------------------
 
 

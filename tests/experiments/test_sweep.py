@@ -143,6 +143,7 @@ def test_the_analysis_table_matches_the_event_files(grid, tmp_path):
         row = runs.loc[folder]
         assert row["final_eval_return"] == pytest.approx(values[-1])
         assert row["best_eval_return"] == pytest.approx(values.max())
+        assert run["result"]["mean_eval_return"] == pytest.approx(values.mean())  # ties' judge
         assert row["auc"] == pytest.approx(np.trapezoid(values, steps) / (steps[-1] - steps[0]))
         reached = steps[values >= 0.5]
         assert row["steps_to_threshold"] == (
