@@ -10,6 +10,7 @@ import warnings
 import gymnasium as gym
 
 from experiments.errors import RunError
+from framework.parts import atari
 
 
 def check_folder(folder: str) -> None:
@@ -34,7 +35,9 @@ def check_folder(folder: str) -> None:
 class EpisodeVideos(gym.wrappers.RecordVideo):
     """RecordVideo with each file named by its episode, zero-padded to the number of episodes
     (`<prefix>-episode-01.mp4` ... `-10.mp4`). Episode 0 is the evaluation's seeding reset,
-    which plays no step, and is not recorded."""
+    which plays no step, and is not recorded. Where the environment records its games
+    (`GameScore`, under the Atari protocol's life loss), an episode is a whole game, as the
+    evaluation counts it: a reset after a lost life continues the game and its video."""
 
     def __init__(self, env: gym.Env, folder: str, prefix: str, episodes: int):
         try:
@@ -54,6 +57,23 @@ class EpisodeVideos(gym.wrappers.RecordVideo):
                 "control)."
             ) from None
         self._digits = len(str(episodes))
+        self._records_games = atari.records_games(env)
+        self._mid_game = False
+
+    def step(self, action):
+        observation, reward, terminated, truncated, info = super().step(action)
+        ended = terminated or truncated
+        self._mid_game = self._records_games and ended and atari.GAME_SCORE not in info
+        return observation, reward, terminated, truncated, info
+
+    def reset(self, *, seed=None, options=None):
+        if seed is not None or not self._mid_game:
+            return super().reset(seed=seed, options=options)
+        self._mid_game = False  # a lost life: the same game, the same file
+        observation, info = self.env.reset(options=options)
+        if self.recording:
+            self._capture_frame()
+        return observation, info
 
     def start_recording(self, video_name: str) -> None:
         """At each recorded episode's reset, in place of gymnasium's unpadded `video_name`."""

@@ -421,6 +421,64 @@ def test_videos_are_named_so_that_they_sort_in_episode_order(tmp_path, monkeypat
     assert sorted(names) == [f"step100-episode-{episode:02d}.mp4" for episode in range(1, 11)]
 
 
+class _ThreeLives(gym.Env):
+    """A game of three lives, one lost every two steps, drawn as a grey frame: the interface
+    `atari.EpisodicLife` reads (`unwrapped.ale.lives()`)."""
+
+    observation_space = gym.spaces.Discrete(1)
+    action_space = gym.spaces.Discrete(2)
+    metadata = {"render_modes": ["rgb_array"], "render_fps": 30}
+    render_mode = "rgb_array"
+
+    def __init__(self):
+        self.ale = self
+        self.steps = 0
+
+    def lives(self) -> int:
+        return 3 - self.steps // 2
+
+    def reset(self, *, seed=None, options=None):
+        super().reset(seed=seed)
+        self.steps = 0
+        return 0, {}
+
+    def step(self, action):
+        self.steps += 1
+        return 0, 1.0, self.lives() == 0, False, {}
+
+    def render(self):
+        return np.full((64, 64, 3), 40 * self.steps, np.uint8)
+
+
+def test_a_video_holds_a_whole_game_not_one_life(tmp_path):
+    pytest.importorskip("moviepy")
+    import imageio
+
+    from experiments import videos
+    from framework.parts import atari
+
+    env = atari.EpisodicLife(atari.GameScore(_ThreeLives()))
+    recorded = videos.EpisodeVideos(env, str(tmp_path), "step100", episodes=2)
+    recorded.reset(seed=0)  # the evaluation's seeding reset: not recorded
+    lives_lost = 0
+    for _ in range(2):  # two games, as the evaluation plays them
+        recorded.reset()
+        while True:
+            _, _, terminated, _, info = recorded.step(0)
+            if atari.GAME_SCORE in info:
+                break
+            if terminated:  # a lost life: the game goes on
+                lives_lost += 1
+                recorded.reset()
+    recorded.close()
+    assert lives_lost == 4  # two a game, before the third ends it
+    assert sorted(os.listdir(tmp_path)) == ["step100-episode-1.mp4", "step100-episode-2.mp4"]
+    frames = imageio.get_reader(str(tmp_path / "step100-episode-1.mp4")).count_frames()
+    # The reset's frame, the policy's 4 steps and the 2 lives' resets (each a no-op step of
+    # EpisodicLife's); moviepy's MP4 may end a frame short.
+    assert frames in (6, 7)
+
+
 def _damaged_copy(run: str, tmp_path) -> str:
     copy = str(tmp_path / "damaged")
     shutil.copytree(run, copy)
