@@ -49,7 +49,7 @@ def main(argv: list[str]) -> None:
         try:
             text = report(FLAGS.gin_file, FLAGS.gin_bindings, FLAGS.num_steps, FLAGS.calls)
         except ValueError as error:  # a config that made no gradient step to measure
-            sys.exit(str(error))
+            sys.exit(f"hardware_floor: {error}")
         print(text, flush=True)
         return
     for count in FLAGS.threads:  # TensorFlow fixes its threads at start: a process each

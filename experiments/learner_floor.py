@@ -14,7 +14,6 @@ call's overhead included, its first call's tracing and compilation not).
   python -m experiments.learner_floor --gin_file=gin_configs/sac/pendulum.gin --in_loop_steps=3000
 """
 
-import tempfile
 import time
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
@@ -228,17 +227,12 @@ def in_loop(gin_file: str, num_steps: int) -> dict[str, float]:
     """The learner's wall-clock microseconds per gradient step in a training run (replay
     sampling and the acting copy's refresh included; its first call, which traces and compiles,
     left out), and the run's in-loop environment steps per second."""
-    import experiments
+    from experiments.learner_report import learner_in_loop
 
-    bindings = [f"Runner.num_steps = {num_steps}", f"Runner.eval_interval = {num_steps}"]
-    with tempfile.TemporaryDirectory() as base_dir:
-        runner = experiments.train([gin_file], bindings, base_dir).runner
-    learner = runner.agent.learner
-    seconds = runner.time_split()["learner"] - learner.first_call_seconds
-    steps = runner.state.gradient_steps - learner.first_call_steps
+    measured = learner_in_loop(gin_file, [], num_steps)
     return {
-        "in_loop_learner_us_per_step": 1e6 * seconds / steps,
-        "in_loop_steps_per_second": num_steps / runner.loop_seconds,
+        "in_loop_learner_us_per_step": 1e6 * measured["seconds_per_step"],
+        "in_loop_steps_per_second": measured["steps_per_second"],
     }
 
 

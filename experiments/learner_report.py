@@ -12,7 +12,8 @@ from framework.compiled import threads as compiled_threads
 
 def learner_in_loop(gin_file: str, bindings: list[str], num_steps: int) -> dict:
     """Trains `num_steps` and returns the learner, its seconds per gradient step in the loop
-    without its first call, and that call's seconds (tracing and compiling)."""
+    without its first call, that call's seconds (tracing and compiling), and the loop's
+    environment steps per second."""
     import agents  # noqa: F401  (registers every configurable the config may name)
     import experiments
 
@@ -23,13 +24,15 @@ def learner_in_loop(gin_file: str, bindings: list[str], num_steps: int) -> dict:
     steps = runner.state.gradient_steps - learner.first_call_steps
     if steps <= 0:
         raise ValueError(
-            f"hardware_floor: {gin_file} made no gradient step after its first learner call in "
-            f"{num_steps} environment steps; raise --num_steps."
+            f"{gin_file} made no gradient step after its first learner call in {num_steps} "
+            "environment steps: train it longer (hardware_floor's --num_steps, learner_floor's "
+            "--in_loop_steps)."
         )
     return {
         "learner": learner,
         "seconds_per_step": (runner.time_split()["learner"] - learner.first_call_seconds) / steps,
         "first_call_seconds": learner.first_call_seconds,
+        "steps_per_second": num_steps / runner.loop_seconds,
     }
 
 
