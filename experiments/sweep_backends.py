@@ -241,16 +241,10 @@ def run_ray(
         tune.with_resources(trial.tune_trainable, {"cpu": 1}),
         param_space={"task": tune.grid_search(tasks)},
         tune_config=tune.TuneConfig(max_concurrent_trials=parallel),
-        run_config=tune.RunConfig(
-            name=datetime.datetime.now().strftime("tune-%Y%m%d-%H%M%S"),
-            storage_path=os.path.join(sweep.base_dir, "ray_results"),
-            # Tune's own record of each trial's report (result.json in ray_results/), which
-            # its results table reads when `fit` returns: without one it warns "Failed to
-            # fetch metrics" for every trial.
-            callbacks=[Recorder(), JsonLoggerCallback()],
-            failure_config=tune.FailureConfig(max_failures=0, fail_fast=False),
-            verbose=0,
-        ),
+        # Tune's own record of each trial's report (result.json in ray_results/), which its
+        # results table reads when `fit` returns: without one it warns "Failed to fetch
+        # metrics" for every trial.
+        run_config=tune_run_config(sweep, "tune", [Recorder(), JsonLoggerCallback()]),
     )
     try:
         with console.ray_lines_into(ray_log):
@@ -261,3 +255,17 @@ def run_ray(
                 run["status"] = STATUS_INTERRUPTED
                 run["error"] = "stopped before its Ray trial reported"
         sweep.write()
+
+
+def tune_run_config(sweep: Sweep, prefix: str, callbacks: list) -> Any:
+    """Tune's RunConfig of a sweep: its trials under `<base_dir>/ray_results/<prefix>-<time>`,
+    the sweep's own callbacks, a failed trial left failed (the sweep records it), Tune quiet."""
+    from ray import tune
+
+    return tune.RunConfig(
+        name=datetime.datetime.now().strftime(f"{prefix}-%Y%m%d-%H%M%S"),
+        storage_path=os.path.join(sweep.base_dir, "ray_results"),
+        callbacks=callbacks,
+        failure_config=tune.FailureConfig(max_failures=0, fail_fast=False),
+        verbose=0,
+    )

@@ -26,7 +26,7 @@ from ray.tune.schedulers import ASHAScheduler, TrialScheduler
 from ray.tune.search.optuna import OptunaSearch
 
 from experiments import RunError, search
-from experiments.sweep_backends import SweepProgress, end_run, start_run
+from experiments.sweep_backends import SweepProgress, end_run, start_run, tune_run_config
 from experiments.sweep_plan import parse_parameter, spec_text, values_name
 from experiments.sweep_record import STATUS_RUNNING, Sweep, open_study
 from experiments.sweep_search import close_trial, new_trial
@@ -109,13 +109,7 @@ def run_ray_search(
             max_concurrent_trials=parallel,
             time_budget_s=timeout,
         ),
-        run_config=tune.RunConfig(
-            name=time.strftime("tune-search-%Y%m%d-%H%M%S"),
-            storage_path=os.path.join(sweep.base_dir, "ray_results"),
-            callbacks=[recorder],
-            failure_config=tune.FailureConfig(max_failures=0, fail_fast=False),
-            verbose=0,
-        ),
+        run_config=tune_run_config(sweep, "tune-search", [recorder]),
     )
     from framework import console
 
