@@ -149,6 +149,8 @@ def _tolerate_namespace_packages(exists: Callable[[str], bool]) -> Callable[[str
     return check
 
 
+# Bindings that parts built in other processes read (`note_read_elsewhere`), by short name.
+_READ_ELSEWHERE: set[str] = set()
 # The folders of the gin files gin read in this process: where a module that a config imports
 # may have been found (`snapshot` hands them to a worker process).
 _GIN_FILE_FOLDERS: set[str] = set()
@@ -274,6 +276,7 @@ def parse(
     on `sys.path`.
     """
     resolved = [resolve_gin_file(path) for path in gin_files]
+    _READ_ELSEWHERE.clear()
     try:
         config_sources.check(resolved, bindings)
     except ValueError as error:
@@ -420,13 +423,31 @@ def _import_root(name: str) -> str | None:
 
 
 def unused_bindings() -> list[str]:
-    """Bindings that no configurable read so far (a part the config never builds, a bad scope)."""
+    """Bindings that no configurable read so far (a part the config never builds, a bad scope),
+    here or in another process that said so (`note_read_elsewhere`)."""
+    unread = (name for name, read in _bindings_read() if not read)
+    return sorted(name for name in unread if name not in _READ_ELSEWHERE)
+
+
+def read_bindings() -> list[str]:
+    """Bindings that some configurable in this process read: what a remote worker reports."""
+    return sorted(name for name, read in _bindings_read() if read)
+
+
+def note_read_elsewhere(bindings: Sequence[str]) -> None:
+    """Bindings read by parts another process built (an asynchronous driver's remote workers,
+    which parse the config again): this process never builds those parts, and would call the
+    bindings only they read unused. Forgotten at the next `parse`."""
+    _READ_ELSEWHERE.update(bindings)
+
+
+def _bindings_read() -> list[tuple[str, bool]]:
     operative = gin.config._OPERATIVE_CONFIG  # no public API compares the two
-    unused = []
-    for (scope, selector), parameters in gin.config._CONFIG.items():
-        used = operative.get((scope, selector), {})
-        unused += [_short_name(scope, selector, name) for name in parameters if name not in used]
-    return sorted(unused)
+    return [
+        (_short_name(scope, selector, name), name in operative.get((scope, selector), {}))
+        for (scope, selector), parameters in gin.config._CONFIG.items()
+        for name in parameters
+    ]
 
 
 def own_bindings(gin_files: Sequence[str], bindings: Sequence[str]) -> set[str]:

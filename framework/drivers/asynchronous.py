@@ -138,6 +138,7 @@ class AsynchronousDriver(Driver):
         self.backend = backend(Worker, arguments, config=config.snapshot())
         self.worker_descriptions = self.backend.describe()
         for description in self.worker_descriptions:
+            config.note_read_elsewhere(description.pop(backends.BINDINGS_READ, ()))
             logging.info("Worker: %s", description)
         self.counters = AsynchronousCounters(
             worker_env_steps=[0] * num_workers, pulled_at=[0] * num_workers

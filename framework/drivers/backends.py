@@ -49,9 +49,13 @@ import numpy as np
 
 from framework import console, processes
 from framework.agent import Health
-from framework.config import Snapshot
+from framework.config import Snapshot, read_bindings
 
 Arrays = list[np.ndarray]
+
+
+# A remote worker's description carries the bindings its process read, under this key.
+BINDINGS_READ = "bindings_read"
 
 
 class Backend(Protocol):
@@ -205,7 +209,8 @@ class RemoteWorker:
         return self.worker.work()
 
     def describe(self) -> dict:
-        return self.worker.describe()
+        # The bindings this process read: the driver's process never builds a worker's parts.
+        return {**self.worker.describe(), BINDINGS_READ: read_bindings()}
 
     def close(self) -> None:
         self.worker.close()

@@ -59,6 +59,8 @@ MyA2C.value_loss = @ScaledTDMSELoss()
 ScaledTDMSELoss.scale = 0.5
 AsynchronousDriver.backend = @Processes
 AsynchronousDriver.num_workers = 1
+A2CAgent.gradient_processor = @ClipByGlobalNorm()  # built by the worker alone, in its process
+ClipByGlobalNorm.max_norm = 0.25
 """
 
 SHORT = ["Runner.num_steps = 200", "Runner.eval_interval = 200", "Runner.eval_episodes = 2"]
@@ -112,13 +114,18 @@ def test_the_command_line_and_the_catalogue_find_a_part_beside_the_gin_file(mine
 def test_experiments_train_and_a_spawned_worker_build_a_part_beside_the_gin_file(mine, monkeypatch):
     monkeypatch.chdir(mine / "elsewhere")
 
-    result = experiments.train([str(mine / "mine" / "a3c.gin")], SHORT, str(mine / "a3c_run"))
+    # --strict: a binding only the spawned worker reads counts as read.
+    result = experiments.train(
+        [str(mine / "mine" / "a3c.gin")], SHORT, str(mine / "a3c_run"), strict=True
+    )
 
     assert result.env_steps == 200 and len(result.eval_returns) == 1
     agent = result.runner.agent
     assert type(agent).__name__ == "MyA2C" and agent.loss.value_loss.scale == 0.5
     # Its one worker ran in a spawned process, which built MyA2C and its loss from my_parts.
     assert type(result.runner.driver.backend).__name__ == "Processes"
+    (worker,) = result.runner.driver.worker_descriptions
+    assert "max_norm=0.25" in worker["gradient_processor"]
 
 
 def test_the_catalogue_lists_the_parts_of_what_the_gin_file_imports(mine, monkeypatch):
