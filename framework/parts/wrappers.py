@@ -69,7 +69,13 @@ class NormalizeReward(gymnasium.wrappers.NormalizeReward):
     bind it as the agent's), then clipped to `[-clip, clip]`. An evaluation environment's
     rewards are not scaled (`scaling = False`, set by `SharedStatistics.read_frozen`): eval
     returns stay in the env's own units, while train/episode_return sums the scaled rewards
-    the agent learns from."""
+    the agent learns from.
+
+    The discounted return is SB3's VecNormalize's: `G <- gamma G + r`, into the statistics, and
+    back to 0 after every episode's last step, a time limit's cut too, and at a reset.
+    gymnasium's own wrapper restarts it at a termination only, before adding that step's reward:
+    under a time limit (MuJoCo's 1,000 steps) it runs on across episodes towards
+    r / (1 - gamma), and its spread, the scale, drifts as the run goes on."""
 
     shared_attributes = ("return_rms",)
 
@@ -81,11 +87,21 @@ class NormalizeReward(gymnasium.wrappers.NormalizeReward):
         self.clip = clip
         self.scaling = True
 
+    def reset(self, **kwargs) -> tuple:
+        self.discounted_reward = np.array([0.0])
+        return self.env.reset(**kwargs)
+
     def step(self, action: Any) -> tuple:
         if not self.scaling:
             return self.env.step(action)
-        observation, reward, terminated, truncated, info = super().step(action)
-        reward = float(np.clip(reward, -self.clip, self.clip))
+        observation, reward, terminated, truncated, info = self.env.step(action)
+        self.discounted_reward = self.discounted_reward * self.gamma + float(reward)
+        if self.update_running_mean:
+            self.return_rms.update(self.discounted_reward)
+        if terminated or truncated:
+            self.discounted_reward = np.array([0.0])
+        scale = np.sqrt(self.return_rms.var + self.epsilon)
+        reward = float(np.clip(reward / scale, -self.clip, self.clip))
         return observation, reward, terminated, truncated, info
 
 

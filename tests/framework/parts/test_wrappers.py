@@ -200,3 +200,54 @@ def test_the_running_mean_and_variance_update_by_hand():
     # The last observation given is the raw one standardised by the statistics that include it.
     expected = (x[-1] - mean) / np.sqrt(m2 / (prior + k) + env.epsilon)
     np.testing.assert_allclose(normalised, expected, rtol=1e-5)
+
+
+class _Scripted(gymnasium.Env):
+    """Gives the scripted `(reward, terminated, truncated)` one step at a time."""
+
+    observation_space = gymnasium.spaces.Box(-1.0, 1.0, (1,), np.float32)
+    action_space = gymnasium.spaces.Discrete(1)
+
+    def __init__(self, script):
+        self.script = iter(script)
+
+    def reset(self, *, seed=None, options=None):
+        return np.zeros(1, np.float32), {}
+
+    def step(self, action):
+        reward, terminated, truncated = next(self.script)
+        return np.zeros(1, np.float32), reward, terminated, truncated, {}
+
+
+def _scaled_by_hand(returns, rewards):
+    """Each reward over the std of the returns so far, merged into RunningMeanStd's prior
+    (mean 0, variance 1, count 1e-4; as in the test above)."""
+    scaled, prior = [], 1e-4
+    for k in range(1, len(returns) + 1):
+        g = np.array(returns[:k])
+        m2 = prior + g.var() * k + g.mean() ** 2 * prior * k / (prior + k)
+        scaled.append(rewards[k - 1] / np.sqrt(m2 / (prior + k) + 1e-8))
+    return scaled
+
+
+def test_the_discounted_return_restarts_after_any_episode_end_as_sb3s_vecnormalize():
+    # gamma 0.5; rewards 1, 2 (a time limit's cut), 3, 4 (terminated), 5. SB3's return G:
+    # 1, 0.5 * 1 + 2 = 2.5, then from 0: 3, 0.5 * 3 + 4 = 5.5, then from 0: 5. (gymnasium's own
+    # wrapper: 1, 2.5, 0.5 * 2.5 + 3 = 4.25 across the cut, 4 dropping the episode's sum, 7.)
+    script = [(1.0, False, False), (2.0, False, True), (3.0, False, False)]
+    script += [(4.0, True, False), (5.0, False, False)]
+    env = NormalizeReward(_Scripted(script), gamma=0.5, clip=1e6)
+    env.reset()
+    scaled = [env.step(0)[1] for _ in script]
+    np.testing.assert_allclose(env.return_rms.mean, np.mean([1, 2.5, 3, 5.5, 5]) * 5 / (5 + 1e-4))
+    np.testing.assert_allclose(scaled, _scaled_by_hand([1, 2.5, 3, 5.5, 5], [1, 2, 3, 4, 5]))
+
+
+def test_a_reset_restarts_the_discounted_return():
+    env = NormalizeReward(_Scripted([(1.0, False, False), (2.0, False, False)]), gamma=0.5)
+    env.reset()
+    env.step(0)
+    env.reset()  # mid-episode: SB3's VecNormalize.reset zeroes its returns too
+    second = env.step(0)[1]
+    np.testing.assert_allclose(env.return_rms.mean, (1 + 2) / 2 * 2 / (2 + 1e-4))
+    np.testing.assert_allclose(second, _scaled_by_hand([1, 2], [1, 2])[1])
