@@ -7,10 +7,11 @@ replay) and how long restoring it takes. Per config: where the time went (enviro
 observing and replay, learner, evaluation, logging and checkpoints).
 
   python -m experiments.benchmark --configs=gin_configs/dqn/cartpole.gin --seeds=5
-  # against Stable-Baselines3 (python /work/baselines/sb3_dqn_cartpole.py):
+  # against Stable-Baselines3 (in a venv of its own: experiments/peers/sb3_dqn.py; the peers'
+  # scripts for PPO, SAC and MuJoCo are beside it):
   python -m experiments.benchmark --configs=gin_configs/dqn/cartpole_rlzoo.gin --seeds=1 \
       --gin_bindings=Runner.eval_interval=50000
-  # against TF-Agents (python /work/baselines/tfagents_dqn_cartpole.py):
+  # against TF-Agents (its example's settings; its script is not kept here):
   python -m experiments.benchmark --configs=gin_configs/dqn/cartpole_tfagents.gin --seeds=1
 
 Each (config, seed) trains in its own process. Runs go one at a time by default so that the
