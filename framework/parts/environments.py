@@ -212,9 +212,6 @@ def _kwargs(env_kwargs: dict[str, Any] | None, factory: str, reserved: Sequence[
 
 
 def _wrapped(env: gymnasium.Env, wrappers: Sequence[Wrapper]) -> gymnasium.Env:
-    """`env` in `wrappers`, innermost first; beneath the first that changes rewards
-    (`NormalizeReward`, a `RewardWrapper`), `atari.GameScore`, so that the loop logs the
-    environment's own returns, as SB3's Monitor beneath VecNormalize, not the learner's."""
     for wrapper in wrappers:
         if not callable(wrapper):
             raise ValueError(
@@ -222,15 +219,8 @@ def _wrapped(env: gymnasium.Env, wrappers: Sequence[Wrapper]) -> gymnasium.Env:
                 f"[@wrappers.ClipAction, @NormalizeObservation] (no parentheses); got "
                 f"{wrapper!r}."
             )
-        if _changes_rewards(wrapper) and not atari.records_games(env):
-            env = atari.GameScore(env)
         env = wrapper(env)
     return env
-
-
-def _changes_rewards(wrapper: Wrapper) -> bool:
-    reward_wrappers = (gymnasium.RewardWrapper, gymnasium.wrappers.NormalizeReward)
-    return isinstance(wrapper, type) and issubclass(wrapper, reward_wrappers)
 
 
 @gin.configurable(denylist=["render_mode"])
