@@ -68,8 +68,8 @@ class NormalizeReward(gymnasium.wrappers.NormalizeReward):
     """Rewards scaled by the running standard deviation of the discounted return (`gamma`:
     bind it as the agent's), then clipped to `[-clip, clip]`. An evaluation environment's
     rewards are not scaled (`scaling = False`, set by `SharedStatistics.read_frozen`): eval
-    returns stay in the env's own units, and so does train/episode_return (`make_env` records
-    each episode's own return beneath this wrapper), while the agent learns from the scaled.
+    returns stay in the env's own units, while train/episode_return sums the scaled rewards
+    the agent learns from.
 
     The discounted return is SB3's VecNormalize's: `G <- gamma G + r`, into the statistics, and
     back to 0 after every episode's last step, a time limit's cut too, and at a reset.
