@@ -14,6 +14,7 @@ call's overhead included, its first call's tracing and compilation not).
   python -m experiments.learner_floor --gin_file=gin_configs/sac/pendulum.gin --in_loop_steps=3000
 """
 
+import sys
 import time
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
@@ -238,7 +239,10 @@ def in_loop(gin_file: str, num_steps: int) -> dict[str, float]:
 
 def main(argv: list[str]) -> None:
     del argv
-    figures = measure(FLAGS.gin_file, FLAGS.calls, FLAGS.in_loop_steps)
+    try:
+        figures = measure(FLAGS.gin_file, FLAGS.calls, FLAGS.in_loop_steps)
+    except ValueError as error:  # a run too short to make a gradient step after its first
+        sys.exit(f"learner_floor: {error}")
     floor = figures["floor_us_per_step"]
     print(
         f"{FLAGS.gin_file}: learner {figures['learner_us_per_step']:.0f} us per gradient step "

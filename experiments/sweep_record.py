@@ -466,7 +466,7 @@ def read_result(folder: RunDirectory, with_curve: bool = False) -> dict:
     }
     if curve:
         step, final = curve[-1]
-        values = [value for _, value in curve]
+        values = list(dict(curve).values())  # a step logged again after a resume, once
         result = {
             "final_eval_return": _number(final),  # JSON: no NaN
             "best_eval_return": _number(max(values)),

@@ -6,6 +6,7 @@ before `step1200-episode-10.mp4`)."""
 import os
 import tempfile
 import warnings
+from typing import Any
 
 import gymnasium as gym
 
@@ -60,13 +61,13 @@ class EpisodeVideos(gym.wrappers.RecordVideo):
         self._records_games = atari.records_games(env)
         self._mid_game = False
 
-    def step(self, action):
+    def step(self, action: Any) -> tuple[Any, float, bool, bool, dict]:
         observation, reward, terminated, truncated, info = super().step(action)
         ended = terminated or truncated
         self._mid_game = self._records_games and ended and atari.GAME_SCORE not in info
         return observation, reward, terminated, truncated, info
 
-    def reset(self, *, seed=None, options=None):
+    def reset(self, *, seed: int | None = None, options: dict | None = None) -> tuple[Any, dict]:
         if seed is not None or not self._mid_game:
             return super().reset(seed=seed, options=options)
         self._mid_game = False  # a lost life: the same game, the same file

@@ -21,7 +21,8 @@ ortho_init False, ReLU, pi and vf [256, 256].
 
 Both as the Zoo builds them: one env in a Monitor in a DummyVecEnv (make_vec_env), on CPU.
 Prints the in-loop figure, environment steps / seconds of `model.learn` (no evaluation inside
-learn), in the line pairs.sh reads ("SB3 SAC: N steps in learn T s: R steps/s (in-loop; ...").
+learn), in one line a pairs script can read ("SB3 SAC: N steps in learn T s: R steps/s
+(in-loop; ...").
 --eval_episodes N evaluates the deterministic policy afterwards, outside that figure (ppo: on
 the VecNormalize statistics, frozen, and the environment's own rewards).
 """

@@ -18,25 +18,31 @@ import torch  # noqa: E402
 from stable_baselines3 import SAC  # noqa: E402
 from stable_baselines3.common.monitor import Monitor  # noqa: E402
 
-parser = argparse.ArgumentParser()
-parser.add_argument("--steps", type=int, default=5000)
-parser.add_argument("--threads", type=int, default=1)
-parser.add_argument("--seed", type=int, default=0)
-args = parser.parse_args()
-torch.set_num_threads(args.threads)
-model = SAC(
-    "MlpPolicy",
-    Monitor(gym.make("Pendulum-v1")),
-    learning_rate=1e-3,
-    seed=args.seed,
-    device="cpu",
-    verbose=0,
-)
-start = time.perf_counter()
-model.learn(args.steps)
-seconds = time.perf_counter() - start
-print(
-    f"SB3 SAC: {args.steps} steps in learn {seconds:.1f} s: {args.steps / seconds:.1f} steps/s "
-    f"(in-loop; torch {torch.__version__}, {args.threads} thread); whole process "
-    f"{time.perf_counter() - PROCESS_START:.1f} s"
-)
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--steps", type=int, default=5000)
+    parser.add_argument("--threads", type=int, default=1)
+    parser.add_argument("--seed", type=int, default=0)
+    args = parser.parse_args()
+    torch.set_num_threads(args.threads)
+    model = SAC(
+        "MlpPolicy",
+        Monitor(gym.make("Pendulum-v1")),
+        learning_rate=1e-3,
+        seed=args.seed,
+        device="cpu",
+        verbose=0,
+    )
+    start = time.perf_counter()
+    model.learn(args.steps)
+    seconds = time.perf_counter() - start
+    print(
+        f"SB3 SAC: {args.steps} steps in learn {seconds:.1f} s: {args.steps / seconds:.1f} steps/s "
+        f"(in-loop; torch {torch.__version__}, {args.threads} thread); whole process "
+        f"{time.perf_counter() - PROCESS_START:.1f} s"
+    )
+
+
+if __name__ == "__main__":
+    main()

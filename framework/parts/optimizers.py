@@ -109,7 +109,8 @@ class FusedRMSprop(keras.optimizers.RMSprop):
     XLA each is a kernel launch and a temporary. On the Nature CNN's 1.7M weights that is ~4 ms a
     step on 2 cores against ~1.7 ms fused (`docs/speed.md`). The maths are Keras's; the kernel
     sums in its own order (`ms += (g^2 - ms)(1 - rho)`), so results differ from Keras's in the
-    last bits. The kernel always keeps a momentum buffer (zero when `momentum` is 0).
+    last bits. The kernel always keeps a momentum buffer: with `momentum` 0 it holds the last
+    step, which the next one does not read.
     """
 
     def build(self, var_list):

@@ -154,6 +154,7 @@ def test_fused_rmsprop_takes_keras_s_rmsprop_steps(settings, jit_compile):
     assert not np.allclose(moved["keras"], start, atol=1e-2)  # five real steps
     # The kernel's momentum buffer is an optimizer variable, so checkpoints carry it.
     assert any("momentum" in v.path for v in fused.variables)
+    assert int(fused.iterations) == len(gradients)  # Keras's own count goes on
     np.testing.assert_allclose(moved["fused"], moved["keras"], rtol=1e-5, atol=1e-6)
 
 
