@@ -30,19 +30,7 @@ def best_trial(sweep: Sweep) -> dict | None:
     ]
     if not trials:
         return None
-    return max(trials, key=lambda t: (t["objective"], _mean_eval_return(sweep, t["trial"])))
-
-
-def _mean_eval_return(sweep: Sweep, trial: str) -> float:
-    """The mean over the trial's finished runs of each run's mean eval return (-inf if none
-    recorded it)."""
-    means = [
-        run["result"].get("mean_eval_return")
-        for run in sweep.runs
-        if run["trial"] == trial and run["status"] == STATUS_FINISHED and run.get("result")
-    ]
-    means = [m for m in means if m is not None]
-    return float(np.mean(means)) if means else -math.inf
+    return max(trials, key=lambda t: (t["objective"], sweep.mean_eval_return(t["trial"])))
 
 
 def write_best_gin(sweep: Sweep) -> str | None:

@@ -133,6 +133,17 @@ class Sweep:
             "settings": dataclasses.asdict(self.search),
         }
 
+    def mean_eval_return(self, trial: str) -> float:
+        """The mean over the trial's finished runs of each run's mean eval return (-inf if none
+        recorded it): what breaks a tie on the objective."""
+        means = [
+            run["result"].get("mean_eval_return")
+            for run in self.runs
+            if run["trial"] == trial and run["status"] == STATUS_FINISHED and run.get("result")
+        ]
+        means = [m for m in means if m is not None]
+        return float(np.mean(means)) if means else -math.inf
+
     def trials(self) -> list[dict]:
         """Per trial: its values, how its seeds ended, and the objective over finished seeds
         (a search's: its state and its objective as `search.objective` gives it)."""
@@ -483,12 +494,13 @@ def _number(value: float) -> float | None:
 
 
 def summary_table(sweep: Sweep) -> str:
-    """A markdown table of the trials, best objective first (trials without one last), ties in
-    the order of their swept values as numbers."""
+    """A markdown table of the trials, best objective first (trials without one last), ties as
+    `sweep_best.best_trial` breaks them, then in the order of their swept values as numbers."""
     rows = sorted(
         sweep.trials(),
         key=lambda t: (
             math.inf if t["objective"] is None else -t["objective"],
+            -sweep.mean_eval_return(t["trial"]),
             *(tables.order(value) for value in t["values"].values()),
         ),
     )

@@ -392,6 +392,12 @@ def test_trials_tied_at_the_best_final_return_go_to_the_higher_mean_eval_return(
         mean = means[run["trial"].split("=")[1]]
         run.update(status="finished", result={"final_eval_return": 500.0, "mean_eval_return": mean})
     assert sweep_best.best_trial(definition)["trial"].endswith("=0.01")
+    rows = sweep_record.summary_table(definition).splitlines()[2:]
+    assert [row.split(" | ")[0] for row in rows] == [
+        "| learning_rate=0.01",  # the table's order is the best trial's
+        "| learning_rate=0.1",
+        "| learning_rate=0.001",
+    ]
     definition.runs[1]["result"]["final_eval_return"] = 499.0  # a higher objective still wins
     assert sweep_best.best_trial(definition)["trial"].endswith("=0.1")
 
