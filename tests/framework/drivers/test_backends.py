@@ -43,6 +43,7 @@ def test_a_process_worker_prints_no_tensorflow_start_up_lines():
         [sys.executable, "-c", script], cwd=ROOT, capture_output=True, text=True, timeout=300
     )
     assert done.returncode == 0, done.stderr
-    assert done.stdout == "[{'value': 2.0}]\n"
+    # Its description, and the bindings its process read (none: the snapshot binds nothing).
+    assert done.stdout == "[{'value': 2.0, 'bindings_read': []}]\n"
     # One line, the worker's own, in the framework's format: no CUDA probing, no cuInit.
     assert re.fullmatch(r"W \d\d:\d\d:\d\d test_backends\] built\n", done.stderr), done.stderr
