@@ -33,9 +33,9 @@ import time
 PROCESS_START = time.perf_counter()
 
 import torch  # noqa: E402
-from stable_baselines3 import PPO, SAC  # noqa: E402
+from sb3_common import hopper_ppo, timed_evaluation, timed_learn  # noqa: E402
+from stable_baselines3 import SAC  # noqa: E402
 from stable_baselines3.common.env_util import make_vec_env  # noqa: E402
-from stable_baselines3.common.evaluation import evaluate_policy  # noqa: E402
 from stable_baselines3.common.vec_env import VecNormalize  # noqa: E402
 
 ENV = {"sac": "HalfCheetah-v5", "ppo": "Hopper-v5"}
@@ -45,30 +45,7 @@ def build(algo: str, seed: int):
     env = make_vec_env(ENV[algo], n_envs=1, seed=seed)
     if algo == "sac":
         return SAC("MlpPolicy", env, learning_starts=10_000, seed=seed, device="cpu", verbose=0)
-    env = VecNormalize(env, gamma=0.999)
-    return PPO(
-        "MlpPolicy",
-        env,
-        n_steps=512,
-        batch_size=32,
-        gamma=0.999,
-        learning_rate=9.80828e-05,
-        ent_coef=0.00229519,
-        clip_range=0.2,
-        n_epochs=5,
-        gae_lambda=0.99,
-        max_grad_norm=0.7,
-        vf_coef=0.835671,
-        policy_kwargs=dict(
-            log_std_init=-2,
-            ortho_init=False,
-            activation_fn=torch.nn.ReLU,
-            net_arch=dict(pi=[256, 256], vf=[256, 256]),
-        ),
-        seed=seed,
-        device="cpu",
-        verbose=0,
-    )
+    return hopper_ppo(env, seed)
 
 
 def main() -> None:
@@ -83,31 +60,13 @@ def main() -> None:
     torch.set_num_threads(args.threads)
     model = build(args.algo, args.seed)
     name = args.algo.upper()
-    start = time.perf_counter()
-    model.learn(total_timesteps=args.steps)
-    learn_seconds = time.perf_counter() - start
-    steps = model.num_timesteps
-    print(
-        f"SB3 {name}: {steps} steps in learn {learn_seconds:.2f} s: "
-        f"{steps / learn_seconds:.0f} steps/s (in-loop; {ENV[args.algo]}, torch "
-        f"{torch.__version__}, {torch.get_num_threads()} thread(s); start-up before learn "
-        f"{start - PROCESS_START:.2f} s)",
-        flush=True,
-    )
+    timed_learn(model, args.steps, name, PROCESS_START, f"{ENV[args.algo]}, ")
     if args.eval_episodes:
         env = make_vec_env(ENV[args.algo], n_envs=1, seed=args.seed + 1000)
         if args.algo == "ppo":  # the training statistics, frozen; the env's own rewards
             env = VecNormalize(env, gamma=0.999, training=False, norm_reward=False)
             env.obs_rms = model.get_env().obs_rms
-        start = time.perf_counter()
-        mean, std = evaluate_policy(
-            model, env, n_eval_episodes=args.eval_episodes, deterministic=True
-        )
-        print(
-            f"SB3 {name}: eval over {args.eval_episodes} episodes {mean:.1f} +- {std:.1f} "
-            f"({time.perf_counter() - start:.2f} s)",
-            flush=True,
-        )
+        timed_evaluation(model, env, args.eval_episodes, name)
 
 
 if __name__ == "__main__":

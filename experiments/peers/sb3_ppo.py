@@ -23,9 +23,9 @@ PROCESS_START = time.perf_counter()
 
 import gymnasium as gym  # noqa: E402
 import torch  # noqa: E402
+from sb3_common import timed_evaluation, timed_learn  # noqa: E402
 from stable_baselines3 import PPO  # noqa: E402
 from stable_baselines3.common.env_util import make_vec_env  # noqa: E402
-from stable_baselines3.common.evaluation import evaluate_policy  # noqa: E402
 from stable_baselines3.common.monitor import Monitor  # noqa: E402
 
 
@@ -64,30 +64,9 @@ def main() -> None:
         device="cpu",
         verbose=0,
     )
-    start = time.perf_counter()
-    model.learn(total_timesteps=args.steps)
-    learn_seconds = time.perf_counter() - start
-    steps = model.num_timesteps
-    print(
-        f"SB3 PPO: {steps} steps in learn {learn_seconds:.2f} s: "
-        f"{steps / learn_seconds:.0f} steps/s (in-loop; torch {torch.__version__}, "
-        f"{torch.get_num_threads()} thread(s); start-up before learn "
-        f"{start - PROCESS_START:.2f} s)",
-        flush=True,
-    )
+    timed_learn(model, args.steps, "PPO", PROCESS_START)
     if args.eval_episodes:
-        start = time.perf_counter()
-        mean, std = evaluate_policy(
-            model,
-            Monitor(gym.make("CartPole-v1")),
-            n_eval_episodes=args.eval_episodes,
-            deterministic=True,
-        )
-        print(
-            f"SB3 PPO: eval over {args.eval_episodes} episodes {mean:.1f} +- {std:.1f} "
-            f"({time.perf_counter() - start:.2f} s)",
-            flush=True,
-        )
+        timed_evaluation(model, Monitor(gym.make("CartPole-v1")), args.eval_episodes, "PPO")
 
 
 if __name__ == "__main__":

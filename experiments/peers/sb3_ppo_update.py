@@ -28,24 +28,11 @@ import argparse
 
 import numpy as np
 import torch
+from sb3_common import HOPPER_PPO, hopper_ppo
 from stable_baselines3 import PPO
 from stable_baselines3.common.callbacks import BaseCallback
 from stable_baselines3.common.env_util import make_vec_env
 from stable_baselines3.common.utils import obs_as_tensor
-from stable_baselines3.common.vec_env import VecNormalize
-
-SETTINGS = dict(
-    n_steps=512,
-    batch_size=32,
-    gamma=0.999,
-    learning_rate=9.80828e-05,
-    ent_coef=0.00229519,
-    clip_range=0.2,
-    n_epochs=5,
-    gae_lambda=0.99,
-    max_grad_norm=0.7,
-    vf_coef=0.835671,
-)
 
 
 class StepRecorder(BaseCallback):
@@ -74,22 +61,7 @@ class StepRecorder(BaseCallback):
 
 def build(seed: int, max_episode_steps: int | None) -> PPO:
     env_kwargs = {} if max_episode_steps is None else {"max_episode_steps": max_episode_steps}
-    env = make_vec_env("Hopper-v5", n_envs=1, seed=seed, env_kwargs=env_kwargs)
-    env = VecNormalize(env, gamma=SETTINGS["gamma"])
-    return PPO(
-        "MlpPolicy",
-        env,
-        **SETTINGS,
-        policy_kwargs=dict(
-            log_std_init=-2,
-            ortho_init=False,
-            activation_fn=torch.nn.ReLU,
-            net_arch=dict(pi=[256, 256], vf=[256, 256]),
-        ),
-        seed=seed,
-        device="cpu",
-        verbose=0,
-    )
+    return hopper_ppo(make_vec_env("Hopper-v5", n_envs=1, seed=seed, env_kwargs=env_kwargs), seed)
 
 
 def state(model: PPO, prefix: str) -> dict[str, np.ndarray]:
@@ -100,9 +72,9 @@ def state(model: PPO, prefix: str) -> dict[str, np.ndarray]:
 def one_update(seed: int, max_episode_steps: int | None) -> dict[str, np.ndarray]:
     model = build(seed, max_episode_steps)
     recorder = StepRecorder()
-    _, callback = model._setup_learn(SETTINGS["n_steps"], recorder)
+    _, callback = model._setup_learn(HOPPER_PPO["n_steps"], recorder)
     saved = state(model, "initial")
-    model.collect_rollouts(model.env, callback, model.rollout_buffer, SETTINGS["n_steps"])
+    model.collect_rollouts(model.env, callback, model.rollout_buffer, HOPPER_PPO["n_steps"])
     buffer = model.rollout_buffer
     for field in ("observations", "actions", "rewards", "episode_starts", "values", "log_probs"):
         saved[f"buffer/{field}"] = getattr(buffer, field).copy()
@@ -128,11 +100,11 @@ def one_update(seed: int, max_episode_steps: int | None) -> dict[str, np.ndarray
         model.train()
     finally:
         np.random.permutation = permutation
-    if len(drawn) != SETTINGS["n_epochs"]:
+    if len(drawn) != HOPPER_PPO["n_epochs"]:
         raise RuntimeError(f"SB3 drew {len(drawn)} permutations, not one per epoch.")
     saved["order"] = np.stack(drawn)
     saved.update(state(model, "final"))
-    for name, value in SETTINGS.items():
+    for name, value in HOPPER_PPO.items():
         saved[f"settings/{name}"] = np.asarray(value)
     saved["settings/max_episode_steps"] = np.asarray(max_episode_steps or 1000)
     saved["settings/sb3_adam_eps"] = np.asarray(model.policy.optimizer.defaults["eps"])
