@@ -66,9 +66,8 @@ def confirm(
 ) -> dict:
     """Trains best.gin with `num_seeds` seeds the sweep did not use (a sweep of its own in
     `<base_dir>/confirm_<trial>/`, resumed like any) and returns the sweep's estimate beside the
-    confirmed mean of the same objective, with its 95% bootstrap interval."""
-    from experiments import search, statistics
-
+    confirmed mean of the same objective, with its 95% bootstrap interval (and of the final
+    eval return, under `final`, where the objective is another)."""
     best = best_trial(sweep)
     path = write_best_gin(sweep)
     if path is None:
@@ -83,25 +82,38 @@ def confirm(
     print(f"confirm: {best['trial']} with seeds {seeds} in {folder}", file=out, flush=True)
     run_sweep(confirmation, out=out, **how)
     kind = sweep.search.objective if sweep.search is not None else "final"
-    scores = []
-    for run in confirmation.runs:
-        if run["status"] != STATUS_FINISHED:
-            continue
-        curve = confirmation.run_folder(run).eval_curve()
-        scores.append(search.objective({0: curve}, kind))
-    scores = [s for s in scores if s is not None and math.isfinite(s)]
-    point, low, high = statistics.bootstrap_interval(np.asarray(scores), statistics.mean)
-    return {
+    curves = [
+        confirmation.run_folder(run).eval_curve()
+        for run in confirmation.runs
+        if run["status"] == STATUS_FINISHED
+    ]
+    result = {
         "trial": best["trial"],
         "estimate": best["objective"],
         "estimate_seeds": len(sweep.seeds),
         "seeds": seeds,
+        **_confirmed(curves, kind),
+        "best_gin": path,
+    }
+    if kind != "final":  # a search on the curve's mean is still judged by where it ends
+        result["final"] = _confirmed(curves, "final")
+    return result
+
+
+def _confirmed(curves: list, kind: str) -> dict:
+    """The confirming runs' scores by `kind` (final or mean eval return), their mean and its
+    95% bootstrap interval."""
+    from experiments import search, statistics
+
+    scores = [search.objective({0: curve}, kind) for curve in curves]
+    scores = [s for s in scores if s is not None and math.isfinite(s)]
+    point, low, high = statistics.bootstrap_interval(np.asarray(scores), statistics.mean)
+    return {
         "scores": scores,
         "mean": point,
         "low": low,
         "high": high,
         "metric": f"{kind} eval return",
-        "best_gin": path,
     }
 
 
@@ -111,5 +123,15 @@ def confirmation_text(result: dict) -> str:
         f"{result['trial']}: the sweep's estimate {result['estimate']:.4g} ({result['metric']} "
         f"over {seeds} seed{'s' if seeds > 1 else ''}); confirmed over {len(result['scores'])} "
         f"new seeds {result['seeds']}: mean {result['mean']:.4g} [95% CI {result['low']:.4g}, "
-        f"{result['high']:.4g}]. best.gin: {result['best_gin']}"
+        f"{result['high']:.4g}]{_final_text(result)}. best.gin: {result['best_gin']}"
+    )
+
+
+def _final_text(result: dict) -> str:
+    final = result.get("final")
+    if final is None:
+        return ""
+    return (
+        f"; their final eval return: mean {final['mean']:.4g} [95% CI {final['low']:.4g}, "
+        f"{final['high']:.4g}]"
     )

@@ -496,25 +496,46 @@ def test_a_searchs_own_flags_without_search_tpe_are_refused():
 def test_the_cartpole_figures_say_the_steps_each_search_used():
     from experiments import search_cartpole
 
-    def row(name, steps, mean):
+    def row(name, steps, mean, metric="final eval return"):
         return {
             "search": name,
             "sweep_seed": 0,
             "env_steps": steps,
             "trial": "trial3,lr=0.001",
             "estimate": 500.0,
+            "metric": metric,
             "mean": mean,
             "low": mean - 10,
             "high": mean + 10,
             "scores": [mean] * 3,
         }
 
-    rows = [
-        row("tpe_median", 540_000, 480.0),
-        row("tpe_none", 1_200_000, 470.0),
-        row("random", 1_200_000, 300.0),
-    ]
+    on_mean = row("tpe_median_mean", 540_000, 380.0, "mean eval return")
+    on_mean["final"] = {"mean": 480.0, "low": 470.0, "high": 490.0}
+    rows = [on_mean, row("tpe_none_mean", 1_200_000, 470.0), row("random", 1_200_000, 300.0)]
     text = search_cartpole.table(rows)
-    line = "| tpe_median | 0 | 540,000 | trial3,lr=0.001 | 500.0 | 480.0 [470.0, 490.0] (3) |"
+    line = (
+        "| tpe_median_mean | 0 | 540,000 | trial3,lr=0.001 | 500.0 (mean eval return) | "
+        "380.0 [370.0, 390.0] (3) | 480.0 [470.0, 490.0] |"
+    )
     assert line in text
+    assert "| random | 0 | 1,200,000 | trial3,lr=0.001 | 500.0 (final eval return) | " in text
     assert text.endswith("used 45% of the environment steps of the same search without it.")
+
+
+def test_a_confirmation_on_the_curves_mean_also_gives_their_final_return():
+    curves = [[(10, 100.0), (20, 300.0)], [(10, 200.0), (20, 500.0)], [(10, 0.0), (20, np.nan)]]
+    on_mean = sweep_best._confirmed(curves, "mean")
+    assert on_mean["scores"] == [200.0, 350.0]  # the failed run is left out
+    assert on_mean["mean"] == 275.0 and on_mean["metric"] == "mean eval return"
+    on_final = sweep_best._confirmed(curves, "final")
+    assert on_final["scores"] == [300.0, 500.0] and on_final["mean"] == 400.0
+    assert on_final["low"] == 300.0 and on_final["high"] == 500.0  # bootstrap's extremes
+    text = sweep_best.confirmation_text(
+        {"trial": "t", "estimate": 1.0, "estimate_seeds": 1, "seeds": [1, 2], "best_gin": "b"}
+        | on_mean
+        | {"final": on_final}
+    )
+    assert (
+        "mean 275 [95% CI" in text and "their final eval return: mean 400 [95% CI 300, 500]" in text
+    )
