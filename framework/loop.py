@@ -12,6 +12,9 @@ or change its rewards (`GameScore` under the Atari protocol's life loss and rewa
 the loop reports the games, with their own scores, as the episodes that ended, and an
 evaluation plays whole games, resetting after each of the learner's episodes within them.
 
+Where the agent learns from scaled rewards (`NormalizeReward`), the returns the loop reports sum
+the environment's own rewards, which each step carries in its info.
+
 Evaluation episodes run on an environment of their own (`evaluate`). An evaluation is seeded by
 the step it is taken at, so it depends on nothing that came before and never changes the
 training run. An environment that knows each step's expected reward says
@@ -32,7 +35,7 @@ import numpy as np
 
 from framework import env_state
 from framework.agent import Agent, State, VectorStep
-from framework.parts import atari
+from framework.parts import atari, wrappers
 
 AUTORESET_MODE = gym.vector.AutoresetMode.SAME_STEP
 
@@ -127,6 +130,7 @@ class EnvironmentLoop:
         self.info_keys: tuple[str, ...] = ()
         sub_envs = getattr(envs, "envs", [])  # a vector env stepped natively has none
         self.counts_games = bool(sub_envs) and atari.records_games(sub_envs[0])
+        self.scales_rewards = bool(sub_envs) and wrappers.scales_rewards(sub_envs[0])
 
     def reset(self, seed: int | None) -> None:
         """Starts a fresh episode in every sub-env; a seed makes the resets reproducible."""
@@ -162,7 +166,7 @@ class EnvironmentLoop:
             )
         )
         self.observations, self.infos = next_observations, infos
-        self.returns += rewards
+        self.returns += self._raw_rewards(infos, done, any_done) if self.scales_rewards else rewards
         self.lengths += 1
         ended = None
         if any_done:
@@ -174,6 +178,18 @@ class EnvironmentLoop:
         self.seconds["environment"] += stepped - acted
         self.seconds["observing"] += observed - stepped
         return ended
+
+    @staticmethod
+    def _raw_rewards(infos: dict[str, Any], done: np.ndarray, any_done: bool) -> np.ndarray:
+        """The env's own rewards of a step whose rewards are scaled: an ended episode's is in
+        its last step's info (`final_info`), the others' in `infos`."""
+        key = wrappers.RAW_REWARD
+        raw = np.zeros(len(done), np.float64)
+        if key in infos:  # absent where every sub-env reset in this step
+            raw[:] = infos[key]
+        if any_done:
+            raw[done] = infos["final_info"][key][done]
+        return raw
 
     def _ended(self, infos: dict[str, Any], done: np.ndarray) -> EndedEpisodes | None:
         """The episodes that ended in this step: by the loop's own tallies, or, where the

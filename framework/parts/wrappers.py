@@ -23,6 +23,8 @@ from gymnasium.wrappers.utils import RunningMeanStd
 from framework import env_state
 from framework.validation import require_positive_number
 
+RAW_REWARD = "raw_reward"  # the info key of a scaled step's own reward (`NormalizeReward`)
+
 # gymnasium's wrappers that take an environment and plain parameters.
 COMMON = (
     gymnasium.wrappers.ClipAction,
@@ -68,8 +70,9 @@ class NormalizeReward(gymnasium.wrappers.NormalizeReward):
     """Rewards scaled by the running standard deviation of the discounted return (`gamma`:
     bind it as the agent's), then clipped to `[-clip, clip]`. An evaluation environment's
     rewards are not scaled (`scaling = False`, set by `SharedStatistics.read_frozen`): eval
-    returns stay in the env's own units, while train/episode_return sums the scaled rewards
-    the agent learns from.
+    returns stay in the env's own units. Each scaled step puts the env's own reward in
+    `info["raw_reward"]`, and train/episode_return sums those, as SB3's `Monitor` beneath
+    VecNormalize does: a curve a researcher compares with eval returns and with the peers'.
 
     The discounted return is SB3's VecNormalize's: `G <- gamma G + r`, into the statistics, and
     back to 0 after every episode's last step, a time limit's cut too, and at a reset.
@@ -101,8 +104,15 @@ class NormalizeReward(gymnasium.wrappers.NormalizeReward):
         if terminated or truncated:
             self.discounted_reward = np.array([0.0])
         scale = np.sqrt(self.return_rms.var + self.epsilon)
+        info = {**info, RAW_REWARD: float(reward)}
         reward = float(np.clip(reward / scale, -self.clip, self.clip))
         return observation, reward, terminated, truncated, info
+
+
+def scales_rewards(env: gymnasium.Env) -> bool:
+    """Whether `env` learns from scaled rewards (`NormalizeReward` is one of its layers), and so
+    reports each step's own reward in `info[RAW_REWARD]`."""
+    return any(isinstance(layer, NormalizeReward) for layer in env_state.wrapper_chain(env))
 
 
 _STATISTICS = {NormalizeObservation: "obs_rms", NormalizeReward: "return_rms"}

@@ -6,11 +6,13 @@ import gin
 import gymnasium
 import numpy as np
 import pytest
+from gymnasium.spaces import Discrete
 
 import agents  # noqa: F401  (registers the agents the configs name)
 from framework import config
 from framework.drivers.driver import Seeds
 from framework.drivers.synchronous import SynchronousDriver
+from framework.loop import EnvironmentLoop, make_vector_env
 from framework.parts.environments import make_env
 from framework.parts.wrappers import NormalizeObservation, NormalizeReward, share_statistics
 from framework.runner import Runner
@@ -109,6 +111,23 @@ def test_evaluation_rewards_are_not_scaled():
     evaluation.reset(seed=0)
     assert evaluation.step(0)[1] == 1.0  # CartPole's own reward
     driver.close()
+
+
+def test_training_returns_are_the_envs_own_rewards_not_the_scaled_ones():
+    # CartPole pays 1 a step: an episode's own return is its length, the scaled one is not.
+    def factory():
+        return NormalizeReward(make_env("CartPole-v1", max_episode_steps=15))
+
+    loop = EnvironmentLoop(make_vector_env(factory, 3), _RandomAgent(None, Discrete(2), 0))
+    loop.reset(seed=0)
+    ended = [episodes for _ in range(60) if (episodes := loop.step()) is not None]
+    returns = np.concatenate([episodes.returns for episodes in ended])
+    lengths = np.concatenate([episodes.lengths for episodes in ended])
+    assert len(returns) >= 6 and 15 in lengths  # time limits' cuts and falls, several at once
+    np.testing.assert_array_equal(returns, lengths)
+    scale = np.sqrt(loop.envs.envs[0].return_rms.var)
+    assert scale > 2.0  # the agent's rewards are 1 / scale: a sum of them would not be a length
+    loop.close()
 
 
 def test_a_normalised_dqn_run_resumes_bitwise_statistics_included(tmp_path):
