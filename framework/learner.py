@@ -226,6 +226,7 @@ class Learner(tf.Module):
             optimistic,
             self.direct_call,
             nonfinite_index=HEALTH_FIELDS.index("nonfinite_steps"),
+            steps_index=HEALTH_FIELDS.index("gradient_steps"),
         )
 
     def run(

@@ -118,6 +118,11 @@ class TracedCall:
         xla_cache.record_new_entries()  # the program XLA just wrote, if it compiled one
         return outputs
 
+    @property
+    def awaits_first_call(self) -> bool:
+        """Whether the next call is the first, the one that traces and is timed apart."""
+        return self._has_signature and self._call is None
+
     def traced_at_first_call_shapes(self) -> tf.types.experimental.ConcreteFunction:
         """The same computation traced again at the shapes of the first call's batch (its spec
         leaves some open), for a reader of its graph that needs every shape
@@ -151,8 +156,10 @@ class StepCalls:
         optimistic: bool,
         use_direct_call: bool,
         nonfinite_index: int,
+        steps_index: int,
     ):
         self._nonfinite_index = nonfinite_index
+        self._steps_index = steps_index
 
         def guarded(batches):
             return call(batches, False)
@@ -180,11 +187,21 @@ class StepCalls:
 
     def __call__(self, batches: Any) -> tuple:
         if self._optimistic is not None and len(tf.nest.flatten(batches)[0]) > 1:
-            outputs = self._optimistic(batches)
+            outputs = self._counted(self._optimistic, batches)
             if outputs[1].numpy()[self._nonfinite_index] == 0:
                 return outputs
             # Rolled back: the same steps again, each one guarded.
-        return self._guarded(batches)
+        return self._counted(self._guarded, batches)
+
+    def _counted(self, call: TracedCall, batches: Any) -> tuple:
+        """`call(batches)`; at its first call, the gradient steps that call ran, as its health
+        counts them: one per stacked batch, or more where a wrapper loops inside the call over
+        one batch (PPO's epochs of minibatches over its rollout)."""
+        first = call.awaits_first_call
+        outputs = call(batches)
+        if first:
+            call.first_call_steps = int(outputs[1].numpy()[self._steps_index])
+        return outputs
 
     @property
     def traced(self) -> list[TracedCall]:

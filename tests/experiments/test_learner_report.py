@@ -23,3 +23,19 @@ def test_the_report_puts_the_learner_beside_the_floor_of_its_own_products():
     assert found[1] == f"{2 * 64 * (3 * 67_072 + 65_536 + 512) / 1e6:.1f}"
     assert float(found[2]) > 0 and int(found[3]) > 0
     assert "intra-op" in text and "peak memory" in text
+
+
+def test_a_call_over_a_rollout_counts_the_gradient_steps_it_ran_not_the_rollouts():
+    # PPO's call takes one rollout of 2 x 64 = 128 samples and runs 3 epochs of 2 minibatches
+    # of 64 inside: 6 gradient steps, the count the run's health gives, not 1 rollout. (The
+    # seconds and FLOPs per gradient step divide by it: counted as 1, a step's value pass over
+    # the rollout weighed 6 times what it does, and a Pong step read 254% of the floor.)
+    bindings = [
+        "Runner.num_envs = 2",
+        "PPOAgent.n_steps = 64",
+        "ShuffledMinibatches.n_epochs = 3",
+        "ShuffledMinibatches.batch_size = 64",
+    ]
+    measured = learner_report.learner_in_loop("gin_configs/ppo/cartpole.gin", bindings, 384)
+    assert measured["learner"].first_call_steps == 6
+    assert measured["seconds_per_step"] > 0
