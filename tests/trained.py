@@ -75,6 +75,12 @@ AGENT_RUNS = {  # every agent's
     # Pixels: PPO on Pong under the peers' protocol (whole games evaluated, the export takes
     # uint8 frames), and MinAtar's boolean planes for DQN, Rainbow's parts and n-step Q.
     "ppo_pixels": ("ppo/pong.gin", PONG_PPO, 256, 128),
+    "ppo_pixels_bfloat16": (  # the torso in bfloat16; the export takes and gives float32
+        "ppo/pong.gin",
+        [*PONG_PPO, "networks.actor_critic_cnn.compute_dtype = 'bfloat16'"],
+        256,
+        128,
+    ),
     "dqn_minatar": ("dqn/minatar_breakout.gin", MINATAR, 400, 200),
     "dqn_minatar_rainbow": (
         "dqn/minatar_breakout_rainbow.gin",

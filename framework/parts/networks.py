@@ -157,17 +157,20 @@ def nature_cnn(
     num_outputs: int,
     dueling: bool = False,
     hidden_units: int = 512,
+    compute_dtype: str = "float32",
 ) -> keras.Model:
-    """The Nature-DQN torso (Mnih et al., 2015) on uint8 frames, scaled to [0, 1] inside."""
+    """The Nature-DQN torso (Mnih et al., 2015) on uint8 frames, scaled to [0, 1] inside;
+    `compute_dtype = 'bfloat16'` runs the torso in bfloat16 (`torso_dtype`)."""
     _check_units("nature_cnn", hidden_units)
+    dtype = torso_dtype("nature_cnn", compute_dtype)
     inputs = keras.Input(shape=tuple(input_shape), dtype="uint8")
     x = keras.ops.cast(inputs, "float32") / 255.0
-    x = keras.layers.Conv2D(32, 8, strides=4, activation="relu")(x)
-    x = keras.layers.Conv2D(64, 4, strides=2, activation="relu")(x)
-    x = keras.layers.Conv2D(64, 3, strides=1, activation="relu")(x)
+    x = keras.layers.Conv2D(32, 8, strides=4, activation="relu", dtype=dtype)(x)
+    x = keras.layers.Conv2D(64, 4, strides=2, activation="relu", dtype=dtype)(x)
+    x = keras.layers.Conv2D(64, 3, strides=1, activation="relu", dtype=dtype)(x)
     x = keras.layers.Flatten()(x)
-    x = keras.layers.Dense(hidden_units, activation="relu")(x)
-    outputs = _head(x, num_outputs, dueling, uniform_initial_output=False)
+    x = keras.layers.Dense(hidden_units, activation="relu", dtype=dtype)(x)
+    outputs = _head(_as_float32(x), num_outputs, dueling, uniform_initial_output=False)
     return keras.Model(inputs, outputs, name="nature_cnn")
 
 
@@ -200,10 +203,33 @@ def _check_conv(owner: str, conv_layers: Any, input_max: Any) -> None:
         )
 
 
-def _conv_torso(inputs, conv_layers, hidden_units, input_max: float, initializer: Callable):
+COMPUTE_DTYPES = ("float32", "bfloat16")
+
+
+def torso_dtype(owner: str, compute_dtype: Any) -> str:
+    """The Keras dtype policy of a conv torso's layers: float32, or with `compute_dtype =
+    'bfloat16'` Keras's mixed policy (weights, gradients and optimizer state stay float32,
+    products and convolutions run in bfloat16: this chip's AVX-512 BF16 instructions)."""
+    if compute_dtype not in COMPUTE_DTYPES:
+        raise ValueError(
+            f"{owner}.compute_dtype must be one of {COMPUTE_DTYPES} (the conv torso's "
+            f"arithmetic; weights stay float32), got {compute_dtype!r}."
+        )
+    return "float32" if compute_dtype == "float32" else "mixed_bfloat16"
+
+
+def _conv_torso(
+    inputs,
+    conv_layers,
+    hidden_units,
+    input_max: float,
+    initializer: Callable,
+    dtype: str = "float32",
+):
     """Observations scaled to [0, 1] by `input_max`, the conv layers (`conv_i`: valid padding,
     ReLU), flattened, then the dense ReLU layers (`hidden_i`); `initializer()` gives each
-    layer's kernel initializer."""
+    layer's kernel initializer, `dtype` their Keras dtype policy (`torso_dtype`). The features
+    come out float32 whatever the policy, so the heads and losses stay in float32."""
     x = keras.ops.cast(inputs, "float32") / float(input_max)
     for index, (filters, kernel, stride) in enumerate(conv_layers):
         x = keras.layers.Conv2D(
@@ -213,13 +239,23 @@ def _conv_torso(inputs, conv_layers, hidden_units, input_max: float, initializer
             activation="relu",
             kernel_initializer=initializer(),
             name=f"conv_{index}",
+            dtype=dtype,
         )(x)
     x = keras.layers.Flatten()(x)
     for index, units in enumerate(hidden_units):
         x = keras.layers.Dense(
-            units, activation="relu", kernel_initializer=initializer(), name=f"hidden_{index}"
+            units,
+            activation="relu",
+            kernel_initializer=initializer(),
+            name=f"hidden_{index}",
+            dtype=dtype,
         )(x)
-    return x
+    return _as_float32(x)
+
+
+def _as_float32(features):
+    """A bfloat16 torso's features as float32, for the heads; float32 ones as they are."""
+    return features if features.dtype == "float32" else keras.ops.cast(features, "float32")
 
 
 @gin.configurable
@@ -231,6 +267,7 @@ def conv_q_network(
     input_max: float = 255.0,
     dueling: bool = False,
     support: CategoricalSupport | None = None,
+    compute_dtype: str = "float32",
 ) -> keras.Model:
     """Q-values from images `[B, H, W, C]` (uint8 frames or boolean planes, as the environment
     gives them): conv layers of (filters, kernel size, stride), dense ReLU layers, and the
@@ -238,11 +275,15 @@ def conv_q_network(
     are divided by `input_max` inside: 255 for frames, 1 for MinAtar's boolean planes, which
     are 0 or 1 already. The defaults are the Nature-DQN net (`nature_cnn`); MinAtar's
     (Young & Tian, 2019): `conv_layers = ((16, 3, 1),)`, `hidden_units = (128,)`,
-    `input_max = 1.0`. Glorot-uniform weights, Keras's default."""
+    `input_max = 1.0`. Glorot-uniform weights, Keras's default. `compute_dtype = 'bfloat16'`
+    runs the torso in bfloat16 (`torso_dtype`)."""
     _check_conv("conv_q_network", conv_layers, input_max)
     _check_units("conv_q_network", hidden_units)
+    dtype = torso_dtype("conv_q_network", compute_dtype)
     inputs = keras.Input(shape=tuple(input_shape), dtype="uint8")
-    features = _conv_torso(inputs, conv_layers, hidden_units, input_max, lambda: "glorot_uniform")
+    features = _conv_torso(
+        inputs, conv_layers, hidden_units, input_max, lambda: "glorot_uniform", dtype
+    )
     if support is None:
         outputs = _head(features, num_outputs, dueling, uniform_initial_output=False)
     else:
@@ -257,18 +298,21 @@ def actor_critic_cnn(
     conv_layers: Sequence[tuple[int, int, int]] = NATURE_CONV,
     hidden_units: Sequence[int] = (512,),
     input_max: float = 255.0,
+    compute_dtype: str = "float32",
 ) -> keras.Model:
     """`model(s) -> (logits [B, A], value [B])` from images `[B, H, W, C]`: one conv torso
     shared by a softmax policy and V(s), as Stable-Baselines3's `CnnPolicy` and CleanRL's
     `ppo_atari.py` (the Nature-DQN torso with 512 units). Orthogonal weights with their gains:
     sqrt(2) in the torso, 0.01 for the logits (a near-uniform first policy), 1 for the value;
     zero biases. The observations are divided by `input_max` inside (255 for uint8 frames, 1
-    for boolean planes)."""
+    for boolean planes). `compute_dtype = 'bfloat16'` runs the torso in bfloat16
+    (`torso_dtype`)."""
     _check_conv("actor_critic_cnn", conv_layers, input_max)
     _check_units("actor_critic_cnn", hidden_units)
+    dtype = torso_dtype("actor_critic_cnn", compute_dtype)
     inputs = keras.Input(shape=tuple(input_shape), dtype="uint8")
     torso = functools.partial(keras.initializers.Orthogonal, np.sqrt(2.0))  # a new one a layer
-    features = _conv_torso(inputs, conv_layers, hidden_units, input_max, torso)
+    features = _conv_torso(inputs, conv_layers, hidden_units, input_max, torso, dtype)
     logits = keras.layers.Dense(
         num_actions, kernel_initializer=keras.initializers.Orthogonal(0.01), name="logits"
     )(features)

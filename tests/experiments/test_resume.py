@@ -32,6 +32,17 @@ MUJOCO_OFF_POLICY = [  # past the warm-up before the first checkpoint: training'
     "Runner.eval_episodes = 1",
     "Runner.log_interval = 100",
 ]
+PONG_PPO = [
+    "Runner.num_steps = 768",
+    "Runner.checkpoint_interval = 128",
+    "Runner.eval_interval = 384",
+    "Runner.eval_episodes = 1",
+    "Runner.log_interval = 64",
+    "PPOAgent.n_steps = 16",
+    "ShuffledMinibatches.n_epochs = 1",
+    "ShuffledMinibatches.batch_size = 32",
+    "make_atari_env.max_episode_frames = 600",
+]
 CASES = {
     "reinforce": (
         "gin_configs/reinforce/cartpole.gin",
@@ -115,19 +126,11 @@ CASES = {
     ),
     # Pixels: 2 Pong emulators under the peers' protocol (a kill may fall mid-game and inside
     # a rollout), and DQN on MinAtar's planes with its game objects saved as data.
-    "ppo_pong": (
+    "ppo_pong": ("gin_configs/ppo/pong.gin", PONG_PPO),
+    # The conv torso in bfloat16 (weights and optimizer state float32): exact resume alike.
+    "ppo_pong_bfloat16": (
         "gin_configs/ppo/pong.gin",
-        [
-            "Runner.num_steps = 768",
-            "Runner.checkpoint_interval = 128",
-            "Runner.eval_interval = 384",
-            "Runner.eval_episodes = 1",
-            "Runner.log_interval = 64",
-            "PPOAgent.n_steps = 16",
-            "ShuffledMinibatches.n_epochs = 1",
-            "ShuffledMinibatches.batch_size = 32",
-            "make_atari_env.max_episode_frames = 600",
-        ],
+        [*PONG_PPO, "networks.actor_critic_cnn.compute_dtype = 'bfloat16'"],
     ),
     "dqn_minatar": (
         "gin_configs/dqn/minatar_breakout.gin",
@@ -177,6 +180,7 @@ LOSSES = {  # where not "train/loss"
         ("sac_halfcheetah", 1),
         ("td3_hopper", 1),
         ("ppo_pong", 2),
+        ("ppo_pong_bfloat16", 2),
         ("dqn_minatar", 1),
         # A kill is the same at 8 sub-environments; resuming 3 in process is
         # tests/framework/test_runner.py's, and every agent's state round trip the contract's.

@@ -217,6 +217,35 @@ def test_conv_q_network_is_nature_cnn_by_default_and_minatar_s_by_its_bindings()
     assert minatar(np.zeros((2, 10, 10, 4), bool)).shape == (2, 6)
 
 
+@pytest.mark.parametrize("build", [nature_cnn, conv_q_network, actor_critic_cnn])
+def test_a_bfloat16_torso_keeps_float32_weights_and_outputs_and_rounds_like_bfloat16(build):
+    full = build((36, 36, 4), 3, hidden_units=64 if build is nature_cnn else (64,))
+    half = build(
+        (36, 36, 4), 3, hidden_units=64 if build is nature_cnn else (64,), compute_dtype="bfloat16"
+    )
+    half.set_weights(full.get_weights())
+    assert all(v.dtype == "float32" for v in half.weights)  # the checkpoint's and optimizer's
+    convs = [layer for layer in half.layers if isinstance(layer, keras.layers.Conv2D)]
+    assert convs and all(layer.compute_dtype == "bfloat16" for layer in convs)
+    frames = np.random.default_rng(0).integers(0, 256, (8, 36, 36, 4)).astype(np.uint8)
+    exact, rounded = (np.concatenate(_flat(model(frames))) for model in (full, half))
+    assert rounded.dtype == np.float32
+    # bfloat16 keeps 8 bits of mantissa (a relative step of 2^-8 = 0.4%) at each product's
+    # inputs: the outputs move by about that, not by float32's 1e-7 nor by more than a percent.
+    error = np.abs(rounded - exact).max() / np.abs(exact).max()
+    assert 1e-5 < error < 0.03
+
+
+def _flat(outputs) -> list[np.ndarray]:
+    outputs = outputs if isinstance(outputs, tuple | list) else [outputs]
+    return [np.asarray(output).ravel() for output in outputs]
+
+
+def test_an_unknown_compute_dtype_is_one_paragraph_naming_what_is_allowed():
+    with pytest.raises(ValueError, match=r"conv_q_network.compute_dtype must be one of "):
+        conv_q_network((10, 10, 4), 3, compute_dtype="float16")
+
+
 def _one_weight_conv(input_max: float) -> keras.Model:
     """A 1x1 conv of one filter summing the channels (weight 1, bias 0) and an output layer of
     one unit with weight 1 on each position: the output is the sum of the inputs / input_max."""
