@@ -75,12 +75,6 @@ AGENT_RUNS = {  # every agent's
     # Pixels: PPO on Pong under the peers' protocol (whole games evaluated, the export takes
     # uint8 frames), and MinAtar's boolean planes for DQN, Rainbow's parts and n-step Q.
     "ppo_pixels": ("ppo/pong.gin", PONG_PPO, 256, 128),
-    "ppo_pixels_bfloat16": (  # the torso in bfloat16; the export takes and gives float32
-        "ppo/pong.gin",
-        [*PONG_PPO, "networks.actor_critic_cnn.compute_dtype = 'bfloat16'"],
-        256,
-        128,
-    ),
     "dqn_minatar": ("dqn/minatar_breakout.gin", MINATAR, 400, 200),
     "dqn_minatar_rainbow": (
         "dqn/minatar_breakout_rainbow.gin",
@@ -98,7 +92,17 @@ AGENT_RUNS = {  # every agent's
 }
 # The bandit's 300 pulls, for the tests of what a run folder goes through: the cheapest run
 # with three checkpoints and a best-policy snapshot.
-RUNS = {**AGENT_RUNS, "bandit": ("reinforce/bandit.gin", [], 300, 100)}
+RUNS = {
+    **AGENT_RUNS,
+    "bandit": ("reinforce/bandit.gin", [], 300, 100),
+    # The pixel PPO with its torso in bfloat16, for the export: uint8 frames in, float32 out.
+    "ppo_pixels_bfloat16": (
+        "ppo/pong.gin",
+        [*PONG_PPO, "networks.actor_critic_cnn.compute_dtype = 'bfloat16'"],
+        256,
+        128,
+    ),
+}
 
 
 class TrainedRuns(Mapping[str, str]):

@@ -187,10 +187,14 @@ class StepCalls:
 
     def __call__(self, batches: Any) -> tuple:
         if self._optimistic is not None and len(tf.nest.flatten(batches)[0]) > 1:
+            first = self._optimistic.awaits_first_call
             outputs = self._counted(self._optimistic, batches)
             if outputs[1].numpy()[self._nonfinite_index] == 0:
                 return outputs
-            # Rolled back: the same steps again, each one guarded.
+            # Rolled back: the same steps again, each one guarded; they are the steps the run
+            # counts, so the rolled-back first call ran none (its seconds stay first-call time).
+            if first:
+                self._optimistic.first_call_steps = 0
         return self._counted(self._guarded, batches)
 
     def _counted(self, call: TracedCall, batches: Any) -> tuple:

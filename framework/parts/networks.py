@@ -168,7 +168,7 @@ def nature_cnn(
     x = keras.layers.Conv2D(32, 8, strides=4, activation="relu", dtype=dtype)(x)
     x = keras.layers.Conv2D(64, 4, strides=2, activation="relu", dtype=dtype)(x)
     x = keras.layers.Conv2D(64, 3, strides=1, activation="relu", dtype=dtype)(x)
-    x = keras.layers.Flatten()(x)
+    x = keras.layers.Flatten(dtype=dtype)(x)
     x = keras.layers.Dense(hidden_units, activation="relu", dtype=dtype)(x)
     outputs = _head(_as_float32(x), num_outputs, dueling, uniform_initial_output=False)
     return keras.Model(inputs, outputs, name="nature_cnn")
@@ -241,7 +241,7 @@ def _conv_torso(
             name=f"conv_{index}",
             dtype=dtype,
         )(x)
-    x = keras.layers.Flatten()(x)
+    x = keras.layers.Flatten(dtype=dtype)(x)
     for index, units in enumerate(hidden_units):
         x = keras.layers.Dense(
             units,

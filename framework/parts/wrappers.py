@@ -109,10 +109,34 @@ class NormalizeReward(gymnasium.wrappers.NormalizeReward):
         return observation, reward, terminated, truncated, info
 
 
+# Layers that change the rewards they pass on: above `NormalizeReward`, the rewards it reports
+# would not be the episode's (a frame skip sums several steps' rewards).
+_REWARD_CHANGING = (
+    gymnasium.RewardWrapper,
+    gymnasium.wrappers.TransformReward,
+    gymnasium.wrappers.MaxAndSkipObservation,
+)
+
+
 def scales_rewards(env: gymnasium.Env) -> bool:
     """Whether `env` learns from scaled rewards (`NormalizeReward` is one of its layers), and so
-    reports each step's own reward in `info[RAW_REWARD]`."""
-    return any(isinstance(layer, NormalizeReward) for layer in env_state.wrapper_chain(env))
+    reports each step's own reward in `info[RAW_REWARD]`; a ValueError, in one paragraph, where
+    a layer above it changes the rewards (they would no longer be the episode's own)."""
+    above = []
+    for layer in env_state.wrapper_chain(env):
+        if isinstance(layer, NormalizeReward):
+            if above:
+                raise ValueError(
+                    f"{', '.join(above)} wraps NormalizeReward and changes the rewards it "
+                    "passes on, so the training returns NormalizeReward reports (the env's own "
+                    "rewards, beneath the scaling) would not be the episode's: list "
+                    "NormalizeReward after it in make_env.wrappers, the outermost of the "
+                    "wrappers that change rewards."
+                )
+            return True
+        if isinstance(layer, _REWARD_CHANGING):
+            above.append(type(layer).__name__)
+    return False
 
 
 _STATISTICS = {NormalizeObservation: "obs_rms", NormalizeReward: "return_rms"}

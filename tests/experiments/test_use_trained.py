@@ -199,9 +199,10 @@ print("loaded", sorted(sys.modules.keys() & {"framework", "agents", "keras"}))
 """
 
 
-def test_every_agent_exports_a_savedmodel_that_acts_as_its_policy(runs, tmp_path):
+def test_every_agent_exports_a_savedmodel_that_acts_as_its_policy(runs, trained_runs, tmp_path):
     requests, expected = [], {}
-    for name, folder in runs.items():
+    bfloat16 = {"ppo_pixels_bfloat16": trained_runs["ppo_pixels_bfloat16"]}
+    for name, folder in {**runs, **bfloat16}.items():
         policy = experiments.load(folder, "best")
         try:
             observations = rollout_observations(policy, 1000)
@@ -239,6 +240,8 @@ def test_every_agent_exports_a_savedmodel_that_acts_as_its_policy(runs, tmp_path
     pixels = np.load(tmp_path / "ppo_pixels.out.npz")  # from uint8 frames, as Policy.act
     assert {"logits", "value"} <= set(pixels.files) and pixels["logits"].shape[1:] == (6,)
     assert np.load(tmp_path / "ppo_pixels.npy").dtype == np.uint8
+    rounded = np.load(tmp_path / "ppo_pixels_bfloat16.out.npz")  # a bfloat16 torso's export
+    assert rounded["logits"].dtype == rounded["value"].dtype == np.float32
     assert np.load(tmp_path / "dqn_minatar.npy").dtype == bool  # MinAtar's planes
     gaussian = np.load(tmp_path / "ppo_gaussian_normalized.out.npz")
     assert {"mean", "log_std", "value"} <= set(gaussian.files)

@@ -539,6 +539,19 @@ def test_xla_optimistic_steps_roll_back_exactly_to_the_guarded_result():
         np.testing.assert_allclose(actual, expected, rtol=1e-6)
 
 
+def test_first_calls_count_the_gradient_steps_the_run_counts_a_rolled_back_one_none():
+    # learner_report and benchmark take a learner's first calls out of its in-loop time by their
+    # seconds and steps: the steps must be the ones the health (and the run) counted.
+    learner, _ = _adam_learner(jit_compile=True)
+    health = _run(learner, _batches([X, [np.nan, 2.0], X], [Y] * 3))[1]
+    # The optimistic first call rolled back, the guarded one's 3 steps are the run's.
+    assert health.gradient_steps == 3 and learner.first_call_steps == 3
+    learner, _ = _adam_learner(jit_compile=True)
+    _run(learner, _batches([X, X], [Y, Y]))
+    _run(learner, _batches([X, X, X], [Y] * 3))  # not a first call: not counted again
+    assert learner.first_call_steps == 2
+
+
 def test_a_learner_whose_processor_holds_gradients_back_is_never_optimistic():
     w = tf.Variable(2.0)
     spec = tf.TensorSpec([None, 2], tf.float32)

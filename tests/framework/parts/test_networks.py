@@ -224,6 +224,7 @@ def test_a_bfloat16_torso_keeps_float32_weights_and_outputs_and_rounds_like_bflo
         (36, 36, 4), 3, hidden_units=64 if build is nature_cnn else (64,), compute_dtype="bfloat16"
     )
     half.set_weights(full.get_weights())
+    assert all(layer.dtype_policy.name == "float32" for layer in full.layers)  # off by default
     assert all(v.dtype == "float32" for v in half.weights)  # the checkpoint's and optimizer's
     convs = [layer for layer in half.layers if isinstance(layer, keras.layers.Conv2D)]
     assert convs and all(layer.compute_dtype == "bfloat16" for layer in convs)

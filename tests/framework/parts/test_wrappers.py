@@ -13,6 +13,7 @@ from framework import config
 from framework.drivers.driver import Seeds
 from framework.drivers.synchronous import SynchronousDriver
 from framework.loop import EnvironmentLoop, make_vector_env
+from framework.parts import wrappers
 from framework.parts.environments import make_env
 from framework.parts.wrappers import NormalizeObservation, NormalizeReward, share_statistics
 from framework.runner import Runner
@@ -113,21 +114,37 @@ def test_evaluation_rewards_are_not_scaled():
     driver.close()
 
 
-def test_training_returns_are_the_envs_own_rewards_not_the_scaled_ones():
+@pytest.mark.parametrize("num_envs", [1, 3])  # 1: every episode's end resets every sub-env
+def test_training_returns_are_the_envs_own_rewards_not_the_scaled_ones(num_envs):
     # CartPole pays 1 a step: an episode's own return is its length, the scaled one is not.
     def factory():
         return NormalizeReward(make_env("CartPole-v1", max_episode_steps=15))
 
-    loop = EnvironmentLoop(make_vector_env(factory, 3), _RandomAgent(None, Discrete(2), 0))
+    loop = EnvironmentLoop(make_vector_env(factory, num_envs), _RandomAgent(None, Discrete(2), 0))
     loop.reset(seed=0)
     ended = [episodes for _ in range(60) if (episodes := loop.step()) is not None]
     returns = np.concatenate([episodes.returns for episodes in ended])
     lengths = np.concatenate([episodes.lengths for episodes in ended])
-    assert len(returns) >= 6 and 15 in lengths  # time limits' cuts and falls, several at once
+    assert len(returns) >= 4 and 15 in lengths  # time limits' cuts and falls
     np.testing.assert_array_equal(returns, lengths)
     scale = np.sqrt(loop.envs.envs[0].return_rms.var)
     assert scale > 2.0  # the agent's rewards are 1 / scale: a sum of them would not be a length
     loop.close()
+
+
+@pytest.mark.parametrize(
+    "outer",
+    [
+        lambda env: gymnasium.wrappers.ClipReward(env, -0.5, 0.5),
+        lambda env: gymnasium.wrappers.MaxAndSkipObservation(env, skip=4),
+    ],
+)
+def test_a_wrapper_that_changes_rewards_above_the_scaling_is_refused(outer):
+    # Its rewards are not NormalizeReward's: training returns would not be the episode's.
+    env = outer(NormalizeReward(make_env("CartPole-v1")))
+    with pytest.raises(ValueError, match=r"wraps NormalizeReward and changes the rewards"):
+        wrappers.scales_rewards(env)
+    assert wrappers.scales_rewards(NormalizeReward(outer(make_env("CartPole-v1"))))
 
 
 def test_a_normalised_dqn_run_resumes_bitwise_statistics_included(tmp_path):
