@@ -21,13 +21,6 @@ from absl import app, flags  # noqa: E402
 from experiments import RunError, statistics  # noqa: E402
 from experiments.errors import without_gin_call_stack  # noqa: E402
 
-FLAGS = flags.FLAGS
-flags.DEFINE_string("gin_file", None, "The config whose evaluation environment to play.")
-flags.DEFINE_multi_string("gin_bindings", [], "Change the environment, as for a run.")
-flags.DEFINE_integer("episodes", 100, "Episodes (Atari: whole games) to play.", lower_bound=1)
-flags.DEFINE_integer("seed", 0, "Seed of the environment and of the actions.")
-flags.mark_flag_as_required("gin_file")
-
 
 def random_returns(gin_file: str, bindings: Sequence[str], episodes: int, seed: int):
     """The evaluation of a uniformly random policy on the config's evaluation environment
@@ -53,21 +46,33 @@ def random_returns(gin_file: str, bindings: Sequence[str], episodes: int, seed: 
         env.close()
 
 
+def _define_flags() -> None:
+    """The command's flags, defined only when it runs (tests import the module beside others
+    that define `--gin_file`)."""
+    flags.DEFINE_string("gin_file", None, "The config whose evaluation environment to play.")
+    flags.DEFINE_multi_string("gin_bindings", [], "Change the environment, as for a run.")
+    flags.DEFINE_integer("episodes", 100, "Episodes (Atari: whole games) to play.", lower_bound=1)
+    flags.DEFINE_integer("seed", 0, "Seed of the environment and of the actions.")
+    flags.mark_flag_as_required("gin_file")
+
+
 def main(argv: list[str]) -> None:
     del argv
+    flag = flags.FLAGS
     try:
-        result = random_returns(FLAGS.gin_file, FLAGS.gin_bindings, FLAGS.episodes, FLAGS.seed)
+        result = random_returns(flag.gin_file, flag.gin_bindings, flag.episodes, flag.seed)
     except RunError as error:
         print(f"experiments.random_baseline: error: {error}", file=sys.stderr)
         sys.exit(1)
     point, low, high = statistics.bootstrap_interval(result.returns, statistics.mean)
     print(
-        f"{FLAGS.gin_file}: a uniformly random policy over {len(result.returns)} episodes "
-        f"(seed {FLAGS.seed}): mean return {point:.4g} [95% CI {low:.4g}, {high:.4g}], std "
+        f"{flag.gin_file}: a uniformly random policy over {len(result.returns)} episodes "
+        f"(seed {flag.seed}): mean return {point:.4g} [95% CI {low:.4g}, {high:.4g}], std "
         f"{result.std_return:.4g}, mean length {result.mean_length:.1f}",
         flush=True,
     )
 
 
 if __name__ == "__main__":
+    _define_flags()
     app.run(main)

@@ -152,8 +152,10 @@ pixels() {
     "$python" -m experiments.analyze "$folder"
   done
   # The n-step Q workers' bar: 5x a random policy's mean over 100 episodes.
+  folder="$out/a3c_minatar_breakout_nstep_q"
+  mkdir -p "$folder"
   "$python" -m experiments.random_baseline --gin_file=gin_configs/a3c/minatar_breakout_nstep_q.gin \
-    --episodes=100 | tee "$out/a3c_minatar_breakout_nstep_q/random_baseline.txt"
+    --episodes=100 | tee "$folder/random_baseline.txt"
 }
 
 case $which in  # each a command of its own: set -e stops inside it (not so in `a && b`)
