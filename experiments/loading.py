@@ -82,13 +82,13 @@ def load(
         )
     import_folders = config.recorded_import_folders(starts[-1]) if starts else []
     spaces = _configure(os.path.join(run_dir, "config.gin"), bindings, import_folders)
-    factories = _factories()
+    factories = runner_factories()
     seeds = run_seeds(factories["seed"])  # as the runner does, before it builds anything
     env = _environment(factories["env_factory"], render_mode)
     try:
         if spaces is not None:
             _check_spaces(env, spaces)
-        agent = _built(
+        agent = built(
             lambda: factories["agent"](env.observation_space, env.action_space, seeds.agent)
         )
         statistics = wrappers.share_statistics([env])
@@ -132,21 +132,21 @@ def _configure(path: str, bindings: Sequence[str], import_folders: Sequence[str]
     from framework import config, runner  # noqa: F401  (the runner's parts, as `build`)
 
     gin.clear_config()
-    _built(lambda: config.parse([path], [], import_folders=import_folders))
+    built(lambda: config.parse([path], [], import_folders=import_folders))
     if not bindings:
         return None
     before = gin.config_str().splitlines()
-    with contextlib.closing(_built(_factories()["env_factory"])) as original:
+    with contextlib.closing(built(runner_factories()["env_factory"])) as original:
         spaces = (original.observation_space, original.action_space)
     gin.clear_config()
-    _built(lambda: config.parse([path], list(bindings), import_folders=import_folders))
+    built(lambda: config.parse([path], list(bindings), import_folders=import_folders))
     for line in difflib.unified_diff(before, gin.config_str().splitlines(), n=0):
         if line[:1] in "+-" and line[:3] not in ("+++", "---") and line[1:].strip():
             logging.info("Config changed by --gin_bindings: %s", line)
     return spaces
 
 
-def _factories() -> dict[str, Any]:
+def runner_factories() -> dict[str, Any]:
     """The runner's agent and environment factories and seed, as the config binds them."""
     import gin
 
@@ -162,7 +162,7 @@ def _factories() -> dict[str, Any]:
 
 def _environment(env_factory: Any, render_mode: str | None) -> "gym.Env":
     if render_mode is None:
-        return _built(env_factory)
+        return built(env_factory)
     parameters = inspect.signature(env_factory).parameters
     takes_it = "render_mode" in parameters or any(
         parameter.kind is inspect.Parameter.VAR_KEYWORD for parameter in parameters.values()
@@ -176,7 +176,7 @@ def _environment(env_factory: Any, render_mode: str | None) -> "gym.Env":
         )
     import experiments.mujoco_frames as mujoco_frames  # here: its child imports this package
 
-    return mujoco_frames.drawn_apart(_built(lambda: env_factory(render_mode=render_mode)))
+    return mujoco_frames.drawn_apart(built(lambda: env_factory(render_mode=render_mode)))
 
 
 def _check_spaces(env: "gym.Env", spaces: tuple) -> None:
@@ -191,8 +191,9 @@ def _check_spaces(env: "gym.Env", spaces: tuple) -> None:
         )
 
 
-def _built(build: Any) -> Any:
-    """`build()`, with a config or part that fails said as one paragraph."""
+def built(build: Any, gin_file: str = "config.gin") -> Any:
+    """`build()`, with a config (`gin_file`: a run's own, by default) or part that fails said
+    as one paragraph."""
     import gymnasium as gym
 
     try:
@@ -201,8 +202,8 @@ def _built(build: Any) -> Any:
         raise
     except (ValueError, ImportError, TypeError, KeyError, gym.error.Error) as error:
         raise RunError(
-            "The run's config (config.gin) does not build with this code and these bindings: "
+            f"The config ({gin_file}) does not build with this code and these bindings: "
             f"{without_gin_call_stack(error)}"
         ) from error
     except RuntimeError as error:
-        raise RunError(required_binding_message(error, ["config.gin"])) from error
+        raise RunError(required_binding_message(error, [gin_file])) from error

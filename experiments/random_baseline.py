@@ -19,26 +19,21 @@ quiet.import_tensorflow()
 from absl import app, flags  # noqa: E402
 
 from experiments import RunError, statistics  # noqa: E402
-from experiments.errors import without_gin_call_stack  # noqa: E402
+from experiments.loading import built, runner_factories  # noqa: E402
 
 
 def random_returns(gin_file: str, bindings: Sequence[str], episodes: int, seed: int):
     """The evaluation of a uniformly random policy on the config's evaluation environment
     (`framework.loop.Evaluation`)."""
     import gin
-    import gymnasium
 
     import agents  # noqa: F401  (registers every configurable a config may name)
-    from framework import config
+    from framework import config, runner  # noqa: F401  (the runner's parts, as a run parses)
     from framework.loop import evaluate
-    from framework.runner import Runner  # noqa: F401  (registers Runner.env_factory)
 
     gin.clear_config()
-    try:
-        config.parse([gin_file], list(bindings))
-        env = gin.query_parameter("Runner.env_factory").scoped_configurable_fn()
-    except (ValueError, TypeError, gymnasium.error.Error) as error:
-        raise RunError(without_gin_call_stack(error)) from error
+    built(lambda: config.parse([gin_file], list(bindings)), gin_file)
+    env = built(runner_factories()["env_factory"], gin_file)
     try:
         env.action_space.seed(seed)
         return evaluate(env, lambda _: env.action_space.sample(), episodes, seed, step=0)

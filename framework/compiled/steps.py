@@ -67,7 +67,11 @@ class TracedCall:
         batch_spec: Any | None,
         jit_compile: bool,
         use_direct_call: bool,
+        steps_of: Callable[[Any, Any], int] | None = None,
     ):
+        # The gradient steps a call ran, from its batches and outputs: by default one per
+        # stacked batch; a learner's health counts them where a call loops inside (PPO).
+        self._steps_of = steps_of or (lambda batches, outputs: len(tf.nest.flatten(batches)[0]))
         self._packing = (
             PackedBatch(batch_spec)
             if batch_spec is not None and PackedBatch.supports(batch_spec)
@@ -111,17 +115,12 @@ class TracedCall:
         except tf.errors.OpError as error:
             _raise_cache_failure_explained(error)
         self.first_call_seconds = time.perf_counter() - start
-        self.first_call_steps = len(tf.nest.flatten(batches)[0])
+        self.first_call_steps = self._steps_of(batches, outputs)
         self.first_call_spec = tf.nest.map_structure(
             lambda x: tf.TensorSpec(x.shape, tf.as_dtype(x.dtype)), batches
         )
         xla_cache.record_new_entries()  # the program XLA just wrote, if it compiled one
         return outputs
-
-    @property
-    def awaits_first_call(self) -> bool:
-        """Whether the next call is the first, the one that traces and is timed apart."""
-        return self._has_signature and self._call is None
 
     def traced_at_first_call_shapes(self) -> tf.types.experimental.ConcreteFunction:
         """The same computation traced again at the shapes of the first call's batch (its spec
@@ -159,7 +158,6 @@ class StepCalls:
         steps_index: int,
     ):
         self._nonfinite_index = nonfinite_index
-        self._steps_index = steps_index
 
         def guarded(batches):
             return call(batches, False)
@@ -177,35 +175,26 @@ class StepCalls:
             tf.cond(outputs[1][nonfinite_index] > 0, roll_back, lambda: tf.constant(False))
             return outputs
 
-        compiled = dict(batch_spec=batch_spec, jit_compile=jit_compile)
-        self._guarded = TracedCall(guarded, use_direct_call=use_direct_call, **compiled)
-        self._optimistic = (
-            TracedCall(rolled_back_if_nonfinite, use_direct_call=use_direct_call, **compiled)
-            if optimistic
-            else None
+        compiled = dict(
+            batch_spec=batch_spec,
+            jit_compile=jit_compile,
+            use_direct_call=use_direct_call,
+            steps_of=lambda _, outputs: int(outputs[1].numpy()[steps_index]),
         )
+        self._guarded = TracedCall(guarded, **compiled)
+        self._optimistic = TracedCall(rolled_back_if_nonfinite, **compiled) if optimistic else None
 
     def __call__(self, batches: Any) -> tuple:
         if self._optimistic is not None and len(tf.nest.flatten(batches)[0]) > 1:
-            first = self._optimistic.awaits_first_call
-            outputs = self._counted(self._optimistic, batches)
+            first = self._optimistic.first_call_spec is None
+            outputs = self._optimistic(batches)
             if outputs[1].numpy()[self._nonfinite_index] == 0:
                 return outputs
             # Rolled back: the same steps again, each one guarded; they are the steps the run
-            # counts, so the rolled-back first call ran none (its seconds stay first-call time).
+            # counts, so a rolled-back first call ran none (its seconds stay first-call time).
             if first:
                 self._optimistic.first_call_steps = 0
-        return self._counted(self._guarded, batches)
-
-    def _counted(self, call: TracedCall, batches: Any) -> tuple:
-        """`call(batches)`; at its first call, the gradient steps that call ran, as its health
-        counts them: one per stacked batch, or more where a wrapper loops inside the call over
-        one batch (PPO's epochs of minibatches over its rollout)."""
-        first = call.awaits_first_call
-        outputs = call(batches)
-        if first:
-            call.first_call_steps = int(outputs[1].numpy()[self._steps_index])
-        return outputs
+        return self._guarded(batches)
 
     @property
     def traced(self) -> list[TracedCall]:
