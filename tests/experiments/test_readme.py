@@ -16,8 +16,9 @@ first trains `runs/cartpole` with the README's first `experiments.run` command a
 appended, so that evaluate, export and load read a real run with a best policy. Then every
 `experiments.run` command gets `--dry_run` appended (its purpose is training, which the fixture
 and the runner's own tests cover), every `experiments.sweep` command gets `TINY_SWEEP` appended,
-and every other command runs exactly as written. Run the file whole: `experiments.analyze` reads
-the sweep run before it.
+and every other command runs exactly as written. A command that reads a folder an earlier command
+writes (`experiments.analyze` reads the sweep's `--base_dir`) has that command run first, once per
+workspace, so any subset of the tests, split over any workers, runs as the README reads.
 """
 
 import os
@@ -181,11 +182,49 @@ def test_the_readme_shows_what_a_user_does():
     assert set(readme_files()) >= {"my_envs.py", "corridor.gin", "my_network.py", "wide.gin"}
 
 
+def _base_dir(command: str) -> str | None:
+    match = re.search(r"--base_dir=(\S+)", command)
+    return match.group(1) if match else None
+
+
+def prerequisites(command: str) -> list[str]:
+    """The earlier README commands writing a folder that `command` reads, but the fixture's run."""
+    commands = readme_commands()
+    earlier = commands[: commands.index(command)]
+    return [
+        c
+        for c in earlier
+        if (folder := _base_dir(c)) not in (None, RUN_DIR, _base_dir(command)) and folder in command
+    ]
+
+
+@pytest.fixture(scope="session")
+def run_once(workspace):
+    """Runs a README command in the workspace the first time it is asked for, then recalls it."""
+    done: dict[str, subprocess.CompletedProcess] = {}
+
+    def run(command: str) -> subprocess.CompletedProcess:
+        if command not in done:
+            done[command] = _run(as_run(command), workspace)
+        return done[command]
+
+    return run
+
+
 @pytest.mark.process
 @pytest.mark.parametrize("command", readme_commands(), ids=lambda c: c.split("\n")[0][:60])
-def test_readme_command_runs_as_written(workspace, command):
-    done = _run(as_run(command), workspace)
+def test_readme_command_runs_as_written(run_once, command):
+    for earlier in prerequisites(command):
+        done = run_once(earlier)
+        assert done.returncode == 0, f"needed first: {_explain(as_run(earlier), done)}"
+    done = run_once(command)
     assert done.returncode == 0, _explain(as_run(command), done)
+
+
+def test_analyze_has_the_sweep_it_reads_run_first():
+    analyze = next(c for c in readme_commands() if "-m experiments.analyze" in c)
+    needed = prerequisites(analyze)
+    assert [_base_dir(c) for c in needed] == [analyze.split()[-1]], needed
 
 
 def _anchors(path: str) -> set[str]:
