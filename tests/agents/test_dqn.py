@@ -1,10 +1,12 @@
-"""DQN: the composition's gradients, learning on CartPole, the soft-target swap, and Pong."""
+"""DQN: the composition's gradients, learning on CartPole, the soft-target swap, Pong, and one
+MinAtar update against the paper's computed independently."""
 
 import gymnasium as gym
 import numpy as np
 import pytest
 import tensorflow as tf
 
+import experiments
 from agents.dqn import DQNAgent
 from framework.agent import VectorStep
 from framework.loop import make_vector_env
@@ -225,3 +227,69 @@ def test_acting_copy_follows_the_learner_after_an_update():
     np.testing.assert_allclose(
         agent.acting(observations), agent.online(observations).numpy(), rtol=1e-5, atol=1e-6
     )
+
+
+def _minatar_q_values(weights: list[tf.Tensor], planes: tf.Tensor) -> tf.Tensor:
+    """MinAtar's examples/dqn.py QNetwork written out in raw ops: a 3x3 conv of 16 (stride 1,
+    no padding), ReLU, a 128-unit ReLU layer on the flattened maps, then one Q-value an action."""
+    conv_kernel, conv_bias, hidden_kernel, hidden_bias, out_kernel, out_bias = weights
+    maps = tf.nn.relu(
+        tf.nn.conv2d(tf.cast(planes, tf.float32), conv_kernel, 1, "VALID") + conv_bias
+    )
+    hidden = tf.nn.relu(tf.reshape(maps, [planes.shape[0], -1]) @ hidden_kernel + hidden_bias)
+    return hidden @ out_kernel + out_bias
+
+
+def test_one_minatar_update_is_the_paper_s_update_computed_independently(tmp_path):
+    # The MinAtar paper's DQN step (examples/dqn.py): smooth_l1_loss (mean) between Q(s, a)
+    # and r + 0.99 * (1 - done) * max_a' Q_target(s', a'), then torch's centred RMSprop
+    # (lr 2.5e-4, alpha 0.95, eps 0.01 outside the root) from zero statistics. Here in raw TF
+    # ops and numpy, against dqn/minatar_breakout.gin's agent on the same weights and batch.
+    built = experiments.build(
+        ["gin_configs/dqn/minatar_breakout.gin"], base_dir=str(tmp_path), strict=True
+    )
+    agent = getattr(built, "runner", built).agent
+    rng = np.random.default_rng(0)
+    batch_size, gamma = 32, 0.99
+    planes = rng.random((2, batch_size, 10, 10, 4)) < 0.1  # s and s'
+    action = rng.integers(0, 6, batch_size)
+    reward = rng.choice([0.0, 1.0, 3.0], batch_size).astype(np.float32)  # 3: Huber's linear part
+    done = rng.random(batch_size) < 0.2
+    online = [tf.constant(w) for w in agent.online.get_weights()]
+    # A target unlike the online network, as after 1,000 steps, so that it is read.
+    target = [tf.constant(w + rng.normal(0, 0.05, w.shape).astype(np.float32)) for w in online]
+    agent.target.set_weights([w.numpy() for w in target])
+
+    next_q = _minatar_q_values(target, tf.constant(planes[1]))
+    y = reward + gamma * (1 - done) * tf.reduce_max(next_q, axis=1)
+    with tf.GradientTape() as tape:
+        tape.watch(online)
+        q = tf.gather(_minatar_q_values(online, tf.constant(planes[0])), action, batch_dims=1)
+        error = tf.abs(q - y)
+        loss = tf.reduce_mean(tf.where(error < 1, 0.5 * error**2, error - 0.5))
+    assert 0 < np.mean(error.numpy() > 1) < 1  # both of Huber's parts are in the batch
+    gradients = [g.numpy() for g in tape.gradient(loss, online)]
+    # One torch RMSprop(centered=True) step from zero square and gradient averages.
+    expected = [
+        w.numpy() - 2.5e-4 * g / (np.sqrt(0.05 * g**2 - (0.05 * g) ** 2) + 0.01)
+        for w, g in zip(online, gradients, strict=True)
+    ]
+
+    stacked = {
+        "observation": planes[0],
+        "action": action.astype(np.int64),
+        "reward": reward,
+        "discount": (gamma * (1 - done)).astype(np.float32),
+        "next_observation": planes[1],
+    }
+    metrics, _ = agent.learner.run({k: tf.constant(v[None]) for k, v in stacked.items()})
+    assert float(metrics["loss"]) == pytest.approx(float(loss), rel=1e-5)
+    for name, got, want, before in zip(
+        ("conv kernel", "conv bias", "hidden kernel", "hidden bias", "Q kernel", "Q bias"),
+        agent.online.get_weights(),
+        expected,
+        online,
+        strict=True,
+    ):
+        assert np.abs(want - before.numpy()).max() > 1e-5, name  # the step moved it
+        np.testing.assert_allclose(got, want, rtol=0, atol=1e-7, err_msg=name)
