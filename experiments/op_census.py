@@ -33,11 +33,13 @@ _FUNCTION_ATTRIBUTES = ("body", "cond", "then_branch", "else_branch", "f", "bran
 @dataclasses.dataclass(frozen=True)
 class Op:
     """One counted op: its type, its inputs' shapes (a backprop's size vector as the sizes it
-    holds) and the attributes that decide its cost."""
+    holds), the attributes that decide its cost and its numbers' type (a bfloat16 torso's
+    convolutions are `bfloat16`, and timed so)."""
 
     type: str
     shapes: tuple[tuple[int, ...], ...]
     attributes: tuple[tuple[str, object], ...]
+    dtype: str = "float32"
 
     @property
     def flops(self) -> int:
@@ -108,7 +110,8 @@ class Op:
     def describe(self) -> str:
         options = ", ".join(f"{k}={_readable(v)}" for k, v in self.attributes if v)
         shapes = " x ".join("[" + ", ".join(map(str, s)) + "]" for s in self.shapes)
-        return f"{self.type} {shapes}" + (f" ({options})" if options else "")
+        kind = "" if self.dtype == "float32" else f" {self.dtype}"
+        return f"{self.type}{kind} {shapes}" + (f" ({options})" if options else "")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -203,7 +206,7 @@ def _op_of(op: tf.Operation) -> Op:
     if any(s is None for shape in shapes for s in shape):
         raise ValueError(f"op_census: {op.name} ({op.type}) has unknown shapes {shapes}.")
     attributes = tuple((name, _attribute(op, name)) for name in _ATTRIBUTES[op.type])
-    return Op(op.type, tuple(shapes), attributes)
+    return Op(op.type, tuple(shapes), attributes, op.get_attr("T").name)
 
 
 def _attribute(op: tf.Operation, name: str) -> object:

@@ -95,14 +95,11 @@ def _seconds_per_op(op: Op, jit_compile: bool, calls: int) -> float:
 
 
 def _call_seconds(op: Op, copies: int, jit_compile: bool, calls: int) -> float:
-    """Fastest of `calls` calls that each run `copies` of `op` on distinct inputs, held in
-    variables (arguments would cost a conversion each; constants would be folded)."""
-    rng = np.random.default_rng(0)
+    """Fastest of `calls` calls that each run `copies` of `op` on distinct inputs of its
+    dtype, held in variables (arguments would cost a conversion each; constants would be
+    folded)."""
     apply, inputs = _runnable(op)
-    operands = [
-        [tf.Variable(rng.standard_normal(shape).astype(np.float32)) for shape in inputs]
-        for _ in range(copies)
-    ]
+    operands = [_operands(op, inputs, seed) for seed in range(copies)]
 
     @tf.function(jit_compile=jit_compile, autograph=False)
     def run():
@@ -110,7 +107,10 @@ def _call_seconds(op: Op, copies: int, jit_compile: bool, calls: int) -> float:
         # than a small op's arithmetic; the sums read each output once (a few percent of a
         # large product's time, included in its figure).
         return tf.add_n(
-            [tf.reduce_sum(apply(*[v.read_value() for v in copy])) for copy in operands]
+            [
+                tf.cast(tf.reduce_sum(apply(*[v.read_value() for v in copy])), tf.float32)
+                for copy in operands
+            ]
         )
 
     run()  # traces and compiles
@@ -120,6 +120,12 @@ def _call_seconds(op: Op, copies: int, jit_compile: bool, calls: int) -> float:
         run().numpy()
         seconds.append(time.perf_counter() - start)
     return min(seconds)
+
+
+def _operands(op: Op, shapes: list[tuple[int, ...]], seed: int) -> list[tf.Variable]:
+    """Standard-normal operands of `op`'s dtype (a bfloat16 op is timed in bfloat16)."""
+    rng = np.random.default_rng(seed)
+    return [tf.Variable(tf.cast(rng.standard_normal(shape), op.dtype)) for shape in shapes]
 
 
 def _runnable(op: Op) -> tuple[Callable[..., tf.Tensor], list[tuple[int, ...]]]:

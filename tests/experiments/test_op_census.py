@@ -156,3 +156,31 @@ def test_thread_settings_name_the_counts_and_the_variables(monkeypatch):
     assert found["OMP_NUM_THREADS"] == "1" and found["XLA_FLAGS"] == "unset"
     assert int(found["cpu_count"]) >= 1
     assert found["tf_intra_op_threads"].split()[0].isdigit()
+
+
+def test_a_bfloat16_torso_s_convolutions_are_counted_and_timed_in_bfloat16():
+    # As Keras's mixed_bfloat16 policy runs a torso: bfloat16 convolutions, a float32 head.
+    image = tf.Variable(tf.ones([2, 12, 12, 3], tf.bfloat16))
+    kernel = tf.Variable(tf.ones([3, 3, 3, 4], tf.bfloat16))
+    head = tf.Variable(tf.ones([4, 2]))
+
+    @tf.function
+    def step():
+        with tf.GradientTape() as tape:
+            features = tf.nn.conv2d(image, kernel, strides=2, padding="SAME")
+            pooled = tf.cast(tf.reduce_mean(features, axis=[1, 2]), tf.float32)
+            loss = tf.reduce_sum(pooled @ head)
+        grads = tape.gradient(loss, [kernel, head])
+        kernel.assign_sub(grads[0])
+        head.assign_sub(grads[1])
+        return loss
+
+    counted = op_census.census(step.get_concrete_function()).per_step()
+    dtypes = {op.type: op.dtype for op in counted}
+    assert dtypes == {"Conv2D": "bfloat16", "Conv2DBackpropFilter": "bfloat16", "MatMul": "float32"}
+    convolution = next(op for op in counted if op.type == "Conv2D")
+    assert "Conv2D bfloat16 [2, 12, 12, 3]" in convolution.describe()
+    _, shapes = op_timing._runnable(convolution)
+    assert {v.dtype for v in op_timing._operands(convolution, shapes, seed=0)} == {tf.bfloat16}
+    timing = op_timing.time_op(convolution, calls=2)
+    assert timing.xla_seconds > 0 and timing.kernel_seconds > 0
