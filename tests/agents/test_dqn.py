@@ -1,6 +1,7 @@
 """DQN: the composition's gradients, learning on CartPole, the soft-target swap, Pong, and one
 MinAtar update against the paper's computed independently."""
 
+import gin
 import gymnasium as gym
 import numpy as np
 import pytest
@@ -245,12 +246,13 @@ def test_one_minatar_update_is_the_paper_s_update_computed_independently(tmp_pat
     # and r + 0.99 * (1 - done) * max_a' Q_target(s', a'), then torch's centred RMSprop
     # (lr 2.5e-4, alpha 0.95, eps 0.01 outside the root) from zero statistics. Here in raw TF
     # ops and numpy, against dqn/minatar_breakout.gin's agent on the same weights and batch.
-    built = experiments.build(
+    runner = experiments.build(
         ["gin_configs/dqn/minatar_breakout.gin"], base_dir=str(tmp_path), strict=True
-    )
-    agent = getattr(built, "runner", built).agent
-    rng = np.random.default_rng(0)
+    ).runner
+    agent = runner.agent
     batch_size, gamma = 32, 0.99
+    assert gin.query_parameter("DQNAgent.gamma") == gamma  # the batch's discounts are built here
+    rng = np.random.default_rng(0)
     planes = rng.random((2, batch_size, 10, 10, 4)) < 0.1  # s and s'
     action = rng.integers(0, 6, batch_size)
     reward = rng.choice([0.0, 1.0, 3.0], batch_size).astype(np.float32)  # 3: Huber's linear part
@@ -277,7 +279,7 @@ def test_one_minatar_update_is_the_paper_s_update_computed_independently(tmp_pat
 
     stacked = {
         "observation": planes[0],
-        "action": action.astype(np.int64),
+        "action": action,
         "reward": reward,
         "discount": (gamma * (1 - done)).astype(np.float32),
         "next_observation": planes[1],
@@ -293,3 +295,4 @@ def test_one_minatar_update_is_the_paper_s_update_computed_independently(tmp_pat
     ):
         assert np.abs(want - before.numpy()).max() > 1e-5, name  # the step moved it
         np.testing.assert_allclose(got, want, rtol=0, atol=1e-7, err_msg=name)
+    runner.close()

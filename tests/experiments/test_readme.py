@@ -9,16 +9,17 @@ rule: they install the package (`test_install.py` covers that). Left out of the 
 server that never ends). A ```python or ```gin fence whose first line is `# <name>.py` or
 `# <name>.gin` is a file: it is written under that name before any command runs.
 
-How each command runs: in README order, in one temporary folder (the README's paths are relative:
-`runs/cartpole`, `sweeps/...`), by bash with this checkout on PYTHONPATH and this interpreter's
-folder first on PATH (its `python`), so the text is run as a user types it. A session fixture
-first trains `runs/cartpole` with the README's first `experiments.run` command and `TINY_RUN`
-appended, so that evaluate, export and load read a real run with a best policy. Then every
+How each command runs: in README order within a test process, in one temporary folder per process
+(the README's paths are relative: `runs/cartpole`, `sweeps/...`), by bash with this checkout on
+PYTHONPATH and this interpreter's folder first on PATH (its `python`), so the text is run as a
+user types it. A session fixture first trains `runs/cartpole` with the README's first
+`experiments.run` command and `TINY_RUN` appended, so that evaluate, export and load read a real
+run with a best policy. Then every
 `experiments.run` command gets `--dry_run` appended (its purpose is training, which the fixture
 and the runner's own tests cover), every `experiments.sweep` command gets `TINY_SWEEP` appended,
-and every other command runs exactly as written. A command that reads a folder an earlier command
-writes (`experiments.analyze` reads the sweep's `--base_dir`) has that command run first, once per
-workspace, so any subset of the tests, split over any workers, runs as the README reads.
+and every other command runs exactly as written. A command that names an earlier command's
+`--base_dir` (`experiments.analyze` reads the sweep's) has that command run first, once per
+process, so any subset of the tests, split over any workers, runs as the README reads.
 """
 
 import os
@@ -183,18 +184,26 @@ def test_the_readme_shows_what_a_user_does():
 
 
 def _base_dir(command: str) -> str | None:
+    """The folder a command writes (its `--base_dir=`), or None."""
     match = re.search(r"--base_dir=(\S+)", command)
     return match.group(1) if match else None
 
 
+def _names(command: str, folder: str) -> bool:
+    """Whether `folder` stands in `command` as a path of its own (not `sweeps/a` in `sweeps/ab`)."""
+    return re.search(rf"(?<![\w./-]){re.escape(folder)}(?![\w.-])", command) is not None
+
+
 def prerequisites(command: str) -> list[str]:
-    """The earlier README commands writing a folder that `command` reads, but the fixture's run."""
+    """The earlier README commands writing a folder that `command` names, except the fixture's
+    run (`RUN_DIR`)."""
     commands = readme_commands()
     earlier = commands[: commands.index(command)]
     return [
         c
         for c in earlier
-        if (folder := _base_dir(c)) not in (None, RUN_DIR, _base_dir(command)) and folder in command
+        if (folder := _base_dir(c)) not in (None, RUN_DIR, _base_dir(command))
+        and _names(command, folder)
     ]
 
 
@@ -225,6 +234,13 @@ def test_analyze_has_the_sweep_it_reads_run_first():
     analyze = next(c for c in readme_commands() if "-m experiments.analyze" in c)
     needed = prerequisites(analyze)
     assert [_base_dir(c) for c in needed] == [analyze.split()[-1]], needed
+
+
+def test_a_folder_is_named_as_a_whole_path():
+    assert _names("python -m experiments.analyze sweeps/lr", "sweeps/lr")
+    assert _names("analyze sweeps/lr/ --threshold=1", "sweeps/lr")
+    assert not _names("python -m experiments.analyze sweeps/lr_tpe", "sweeps/lr")
+    assert not _names("python -m experiments.analyze old/sweeps/lr", "sweeps/lr")
 
 
 def _anchors(path: str) -> set[str]:
