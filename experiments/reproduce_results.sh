@@ -22,8 +22,9 @@
 #   - DQN on MinAtar Breakout and Asterix (the MinAtar paper's settings), 3 seeds x 1M steps:
 #     ~170 steps/s a run, two at once: ~5 h a game.
 #   - Rainbow's parts on MinAtar Breakout, 3 seeds x 1M steps: ~120 steps/s, ~7 h.
-#   - Asynchronous n-step Q on MinAtar Breakout (4 worker threads), 3 seeds x 2M steps, one at
-#     a time: ~1,200 steps/s, ~1.5 h.
+#   - Asynchronous n-step Q on MinAtar Breakout (4 worker threads), 3 seeds x 1M of the
+#     config's 2M steps, one at a time: ~1,800 steps/s on 2 quiet cores, ~10 min a seed
+#     (measured, docs/results.md).
 # The throughput pair, by hand, not run here: the first 200k steps of this framework's
 # ppo/pong.gin (in-loop steps/s: progress.csv's train/steps_per_second) against
 # Stable-Baselines3's PPO at the same settings and protocol, in a venv of its own
@@ -139,7 +140,7 @@ pixels() {
   "$python" -m experiments.analyze "$pong" --threshold=10
   declare -A pixel_steps=(
     [dqn/minatar_breakout]=1000000 [dqn/minatar_asterix]=1000000
-    [dqn/minatar_breakout_rainbow]=1000000 [a3c/minatar_breakout_nstep_q]=2000000
+    [dqn/minatar_breakout_rainbow]=1000000 [a3c/minatar_breakout_nstep_q]=1000000
   )
   declare -A pixel_parallel=([dqn/minatar_breakout]=2 [dqn/minatar_asterix]=2
     [dqn/minatar_breakout_rainbow]=2 [a3c/minatar_breakout_nstep_q]=1)
