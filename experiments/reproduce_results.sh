@@ -144,13 +144,15 @@ pixels() {
   )
   declare -A pixel_parallel=([dqn/minatar_breakout]=2 [dqn/minatar_asterix]=2
     [dqn/minatar_breakout_rainbow]=2 [a3c/minatar_breakout_nstep_q]=1)
+  declare -A pixel_threshold=([a3c/minatar_breakout_nstep_q]=2.3)  # 5x random's 0.46
   for config in dqn/minatar_breakout dqn/minatar_asterix dqn/minatar_breakout_rainbow \
     a3c/minatar_breakout_nstep_q; do
     folder="$out/${config/\//_}"
     "$python" -m experiments.sweep --gin_file="gin_configs/$config.gin" --seeds=3 \
       --gin_bindings="Runner.num_steps = ${pixel_steps[$config]}" --base_dir="$folder" \
       --parallel="${pixel_parallel[$config]}"
-    "$python" -m experiments.analyze "$folder"
+    "$python" -m experiments.analyze "$folder" \
+      ${pixel_threshold[$config]:+--threshold=${pixel_threshold[$config]}}
   done
   # The n-step Q workers' bar: 5x a random policy's mean over 100 episodes.
   folder="$out/a3c_minatar_breakout_nstep_q"

@@ -136,7 +136,11 @@ def test_the_pixel_part_runs_pong_in_pieces_and_sweeps_the_minatar_configs(tmp_p
     sweeps = [call for call in first if " -m experiments.sweep " in call]
     assert len(sweeps) == 4 and all("--seeds=3" in call for call in sweeps)
     assert any("minatar_asterix.gin" in c and "Runner.num_steps = 1000000" in c for c in sweeps)
-    assert len([call for call in first if " -m experiments.analyze " in call]) == 5
+    analyses = [call for call in first if " -m experiments.analyze " in call]
+    assert len(analyses) == 5
+    assert [c for c in analyses if "--threshold=2.3" in c] == [
+        c for c in analyses if "a3c_minatar_breakout_nstep_q" in c
+    ]
     (random,) = [call for call in first if " -m experiments.random_baseline " in call]
     assert "minatar_breakout_nstep_q.gin" in random and "--episodes=100" in random
     assert (tmp_path / "results" / "a3c_minatar_breakout_nstep_q" / "random_baseline.txt").exists()
