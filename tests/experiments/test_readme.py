@@ -14,12 +14,12 @@ How each command runs: in README order within a test process, in one temporary f
 PYTHONPATH and this interpreter's folder first on PATH (its `python`), so the text is run as a
 user types it. A session fixture first trains `runs/cartpole` with the README's first
 `experiments.run` command and `TINY_RUN` appended, so that evaluate, export and load read a real
-run with a best policy. Then every
-`experiments.run` command gets `--dry_run` appended (its purpose is training, which the fixture
-and the runner's own tests cover), every `experiments.sweep` command gets `TINY_SWEEP` appended,
-and every other command runs exactly as written. A command that names an earlier command's
-`--base_dir` (`experiments.analyze` reads the sweep's) has that command run first, once per
-process, so any subset of the tests, split over any workers, runs as the README reads.
+run with a best policy. Then every `experiments.run` command gets `--dry_run` appended (its
+purpose is training, which the fixture and the runner's own tests cover), every
+`experiments.sweep` command gets `TINY_SWEEP` appended, and every other command runs exactly as
+written. A command that names an earlier command's `--base_dir` (`experiments.analyze` reads
+the sweep's) has that command run first, once per process, so any subset of the tests, split
+over any workers, runs as the README reads.
 """
 
 import os
