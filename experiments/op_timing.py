@@ -106,7 +106,8 @@ def _call_seconds(op: Op, copies: int, jit_compile: bool, calls: int) -> float:
         # One small result: returning each copy's output would cost a handle per output, more
         # than a small op's arithmetic; the sums read each output once (a few percent of a
         # large product's time, included in its figure), each in the op's dtype: casting a
-        # bfloat16 output to float32 first cost its convolutions 10-25% of their rate here.
+        # bfloat16 output to float32 first cost the forward convolutions and products 15-18%
+        # of their rate here.
         return tf.add_n(
             [
                 tf.cast(tf.reduce_sum(apply(*[v.read_value() for v in copy])), tf.float32)

@@ -277,14 +277,14 @@ def test_one_minatar_update_is_the_paper_s_update_computed_independently(tmp_pat
         for w, g in zip(online, gradients, strict=True)
     ]
 
-    stacked = {
+    batch = {
         "observation": planes[0],
         "action": action,
         "reward": reward,
         "discount": (gamma * (1 - done)).astype(np.float32),
         "next_observation": planes[1],
     }
-    metrics, _ = agent.learner.run({k: tf.constant(v[None]) for k, v in stacked.items()})
+    metrics, _ = agent.learner.run({k: tf.constant(v[None]) for k, v in batch.items()})  # 1 step
     assert float(metrics["loss"]) == pytest.approx(float(loss), rel=1e-5)
     for name, got, want, before in zip(
         ("conv kernel", "conv bias", "hidden kernel", "hidden bias", "Q kernel", "Q bias"),
