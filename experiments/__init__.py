@@ -97,6 +97,7 @@ def build(
 
     import agents  # noqa: F401  (registers every agent's configurables)
     from framework import config
+    from framework.compiled import threads
     from framework.runner import Runner
     from framework.storage.run_directory import RunDirectory
 
@@ -111,6 +112,7 @@ def build(
     gin.clear_config()  # a call never inherits the bindings of an earlier one
     try:
         config.parse(list(gin_files), list(bindings), seed)
+        threads.tf_threads()  # before the first op: the pools are fixed from then on
         base_dir = base_dir or default_base_dir(config_name(gin_files, _bound_env_id()), seed)
         folder = RunDirectory(base_dir)
         runner = Runner(folder, python_callbacks=list(callbacks))

@@ -23,8 +23,9 @@ import gin
 
 from framework import config_sources
 
-# (configurable, parameter) pairs that never change what is learned: the seed, and when things
-# are looked at or saved.
+# (configurable, parameter) pairs that never change what is learned: the seed, when things are
+# looked at or saved, and how many threads compute it (the last bits of some sums, not the
+# algorithm: runs of one config alone and side by side are seeds of one trial).
 SEED_AND_CADENCES = frozenset(
     ("Runner", parameter)
     for parameter in (
@@ -35,7 +36,7 @@ SEED_AND_CADENCES = frozenset(
         "checkpoint_interval",
         "max_checkpoints_to_keep",
     )
-)
+) | {("tf_threads", "intra_op"), ("tf_threads", "inter_op")}
 _REFERENCE = re.compile(r"@([\w.]+)")
 
 

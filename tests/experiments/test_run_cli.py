@@ -119,6 +119,8 @@ INVOCATIONS = {
                 "Runner.num_steps = 60",
                 "Runner.skip_nonfinite_updates = True",
                 "Runner.log_interval = 100",
+                "tf_threads.intra_op = 1",  # TensorFlow's pools, sized by the config
+                "tf_threads.inter_op = 1",
             ),
         )
     ),
@@ -424,6 +426,12 @@ def test_skipping_nonfinite_updates_finishes_and_counts_them(cli):
     # The loss logged at 60 is the last finite update's, not a skipped step's zero.
     loss = final_value(scalars, "train/loss")
     assert np.isfinite(loss) and loss != 0.0, scalars["train/loss"]
+
+
+def test_a_config_sizes_tensorflows_thread_pools_and_the_metadata_says_so(cli):
+    base_dir = completed(cli, "skipping").base_dir
+    metadata = json.loads((base_dir / "metadata.json").read_text())["starts"][-1]
+    assert (metadata["tf_intra_op_threads"], metadata["tf_inter_op_threads"]) == ("1", "1")
 
 
 def test_a_run_that_skips_a_whole_log_interval_stops(cli):

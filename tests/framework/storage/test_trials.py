@@ -32,6 +32,7 @@ def _key(text: str) -> str:
         ("Runner.seed = 7", True),  # the seed and the cadences only decide what is looked at
         ("Runner.eval_interval = 10", True),
         ("Runner.log_interval = 10\nRunner.checkpoint_interval = 10", True),
+        ("tf_threads.intra_op = 1\ntf_threads.inter_op = 1", True),  # how fast, not what
         ("make_env.env_kwargs = None\nmake_env.max_episode_steps = None", True),  # defaults
         ("make_env.wrappers = [@wrappers.NormalizeObservation]", True),  # the same part
         ("mlp.activation = 'relu'", True),  # mlp's default
