@@ -21,6 +21,9 @@ from experiments.sweep_plan import Parameter, usage_error
 
 Curve = Sequence[tuple[int, float]]  # (environment step, mean eval return), by step
 PRUNERS = ("median", "none")
+# What of a running trial's curve the median pruner compares: its latest evaluation, or its best
+# so far (Optuna's own median pruner, made for curves that only rise).
+PRUNE_ON = ("last", "best")
 OBJECTIVES = ("final", "mean")
 IQM_SEEDS = 4  # from this many seeds the objective is their IQM (one trimmed from each end)
 ENDED = ("finished", "pruned", "failed")  # a search trial's states once it ran
@@ -32,6 +35,7 @@ class SearchSettings:
 
     sampler: str = "tpe"
     pruner: str = "median"  # or "none"
+    prune_on: str = "last"  # the trial's latest evaluation, or its best so far
     n_startup_trials: int = 5  # random trials before TPE models the others
     prune_after_trials: int = 5  # finished trials a trial is compared with before any prune
     concurrent_trials: int = 2  # trial k is suggested once trials 0..k-this have ended
@@ -41,6 +45,11 @@ class SearchSettings:
     def __post_init__(self):
         if self.pruner not in PRUNERS:
             raise usage_error(f"--pruner must be one of {PRUNERS}, got {self.pruner!r}.")
+        if self.prune_on not in PRUNE_ON:
+            raise usage_error(
+                f"--prune_on must be 'last' (a trial's latest eval return) or 'best' (its best "
+                f"so far), got {self.prune_on!r}."
+            )
         if self.objective not in OBJECTIVES:
             raise usage_error(
                 f"--objective must be 'final' (each seed's last eval return) or 'mean' (the "
@@ -61,7 +70,9 @@ class SearchSettings:
             )
 
     def describe(self) -> str:
-        pruner = "no pruner" if self.pruner == "none" else f"{self.pruner} pruner"
+        pruner = "no pruner"
+        if self.pruner != "none":
+            pruner = f"{self.pruner} pruner on each trial's {self.prune_on} eval return"
         return f"{self.sampler.upper()} sampler, {pruner}, objective: {self.objective} eval return"
 
 
@@ -164,7 +175,12 @@ def pruning_decision(
 ) -> tuple[int, str] | None:
     """The first step at which the median pruner stops the trial, and why in words; None while
     it does not. The trial is judged at each step every one of its seeds reached, on the mean
-    over them; `references` are the curves of the finished trials it is compared with."""
+    over them (its value there, or its best up to there: `settings.prune_on`); `references`
+    are the curves of the finished trials it is compared with.
+
+    "last" is the default because RL curves fall as well as rise: a DQN run that touched the
+    cap once and collapsed is not promising, yet Optuna's best-so-far never stops it. It is
+    also what ASHA, the Ray search's scheduler, compares."""
     if settings.pruner == "none":
         return None
     optuna = quiet_optuna()
@@ -179,16 +195,21 @@ def pruning_decision(
     study = _study([], history)
     curve = trial_curve(seed_curves, seeds)
     for index, (step, _) in enumerate(curve):
-        reached = {s: v for s, v in curve[: index + 1]}
+        first = 0 if settings.prune_on == "best" else index
+        judged = dict(curve[first : index + 1])
         trial = optuna.trial.create_trial(
-            state=optuna.trial.TrialState.RUNNING, intermediate_values=reached
+            state=optuna.trial.TrialState.RUNNING, intermediate_values=judged
         )
         if pruner.prune(study, trial):
             at_step = [dict(r)[step] for r in references if step in dict(r)]
             plural = "s" if len(seeds) > 1 else ""
+            value = max(judged.values())
+            judged_as = f"{value:.4g} at"
+            if settings.prune_on == "best":
+                judged_as = f"at best {value:.4g} up to"
             return step, (
                 f"pruned at step {step}: the mean eval return over its {len(seeds)} seed{plural}, "
-                f"at best {max(reached.values()):.4g} up to that step, is below the median "
+                f"{judged_as} that step, is below the median "
                 f"{float(np.median(at_step)):.4g} of the {len(at_step)} finished trials before "
                 f"it at that step (median pruner, no prune before step {warmup})"
             )

@@ -3,9 +3,11 @@ seed, the same 24-trial TPE search with the median pruner and without it, and a 
 as many trials, each of 1 seed a trial over the learning rate (log-uniform) and the target
 period; each one's best.gin confirmed with 3 new seeds. Prints, per search, the environment
 steps it used, its best trial and value, and the confirmed mean with its 95% interval.
-`--objective=mean` runs the TPE searches on each run's mean eval return (the area under its
-curve) in folders of their own, and confirms their best.gin by that and by the final return;
-the random search, which picks by the final return, is the same one.
+`--prune_on=best` prunes on each trial's best eval return so far (Optuna's own median pruner)
+instead of its latest, in folders of their own. `--objective=mean` runs the TPE searches on
+each run's mean eval return (the area under its curve) in folders of their own, and confirms
+their best.gin by that and by the final return; the random search, which picks by the final
+return, is the same one.
 
   python -m experiments.search_cartpole [--base_dir=searches] [--num_trials=24] ...
 
@@ -42,7 +44,11 @@ def run_one(name: str, sweep_seed: int, flag) -> dict:
     kind, pruner = SEARCHES[name]
     settings = None
     if kind == "tpe":
-        settings = search.SearchSettings(pruner=pruner, objective=flag.objective)
+        settings = search.SearchSettings(
+            pruner=pruner, prune_on=flag.prune_on, objective=flag.objective
+        )
+        if pruner != "none" and flag.prune_on != search.SearchSettings.prune_on:
+            name = f"{name}_{flag.prune_on}"
         if flag.objective != "final":
             name = f"{name}_{flag.objective}"
     # A random search picks its best by the final return whatever --objective: one folder.
@@ -110,6 +116,13 @@ def _define_flags():
     flags.DEFINE_list("sweep_seeds", ["0", "1"], "The sweep seeds, one search of each kind each.")
     flags.DEFINE_integer("confirm_seeds", 3, "New seeds for each search's best.gin.")
     flags.DEFINE_integer("parallel", None, "Runs at once (default: one per core).")
+    flags.DEFINE_enum(
+        "prune_on",
+        search.SearchSettings.prune_on,
+        list(search.PRUNE_ON),
+        "What the median pruner compares (a trial's latest or best eval return); the pruned "
+        "searches' folders are named by it when it is not the default.",
+    )
     flags.DEFINE_enum(
         "objective",
         "final",

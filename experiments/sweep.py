@@ -194,6 +194,13 @@ def _define_flags():
         "median: stop a trial whose mean eval return over its seeds falls below the median of "
         "the finished trials at the same step; none: run every trial to its end.",
     )
+    flags.DEFINE_enum(
+        "prune_on",
+        defaults.prune_on,
+        list(search.PRUNE_ON),
+        "What the median pruner compares: a trial's latest eval return (RL curves also fall), "
+        "or its best so far (Optuna's own median pruner).",
+    )
     flags.DEFINE_integer(
         "n_startup_trials",
         defaults.n_startup_trials,
@@ -256,6 +263,7 @@ def main(argv: list[str]) -> None:
         if flag.search == "tpe":
             settings = search.SearchSettings(
                 pruner=flag.pruner,
+                prune_on=flag.prune_on,
                 n_startup_trials=flag.n_startup_trials,
                 prune_after_trials=flag.prune_after_trials,
                 concurrent_trials=flag.concurrent_trials,
@@ -306,6 +314,7 @@ def main(argv: list[str]) -> None:
 
 _SEARCH_FLAGS = (
     "pruner",
+    "prune_on",
     "n_startup_trials",
     "prune_after_trials",
     "concurrent_trials",

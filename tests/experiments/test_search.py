@@ -72,6 +72,20 @@ def test_each_trial_has_its_own_seed_from_the_sweeps_seed_and_its_number():
     assert search.trial_seed(1, 0) != search.trial_seed(0, 0)
 
 
+@pytest.mark.parametrize(
+    ("setting", "message"),
+    [
+        ({"pruner": "asha"}, r"--pruner must be one of \('median', 'none'\), got 'asha'"),
+        ({"prune_on": "mean"}, r"--prune_on must be 'last' .* or 'best' .*, got 'mean'"),
+        ({"objective": "iqm"}, r"--objective must be 'final' .* or 'mean' .*, got 'iqm'"),
+        ({"min_prune_fraction": 1.0}, r"--min_prune_fraction must be in \[0, 1\)"),
+    ],
+)
+def test_a_bad_search_setting_is_one_paragraph_naming_it(setting, message):
+    with pytest.raises(RunError, match=message):
+        search.SearchSettings(**setting)
+
+
 def test_trial_k_waits_for_trials_0_to_k_minus_c():
     two = search.SearchSettings(concurrent_trials=2)
     assert [search.first_dependent(k, two) for k in range(5)] == [0, 0, 1, 2, 3]
@@ -229,7 +243,7 @@ def _decide(*seed_curves, settings=SETTINGS, references=REFERENCES, num_steps=30
 def test_a_trial_below_the_median_of_the_finished_trials_is_pruned_at_that_step():
     step, why = _decide([(10, 1.5)])  # 1.5 < median 2 of (1, 2, 3)
     assert step == 10
-    assert "best 1.5 up to that step, is below the median 2 of the 3 finished trials" in why
+    assert "seed, 1.5 at that step, is below the median 2 of the 3 finished trials" in why
     assert _decide([(10, 2.5), (20, 4.5)]) is None  # above 2, then above 4
 
 
@@ -243,10 +257,15 @@ def test_several_seeds_are_judged_on_their_mean_once_every_seed_reached_the_step
     assert _decide([(10, 0.0), (20, 10.0)], [(10, 5.0), (20, 10.0)]) is None
 
 
-def test_the_median_pruner_judges_the_best_value_so_far():
-    # 3 >= 2 at step 10; at 20 the best so far, 3.5, is below the median 4: pruned at 20.
-    step, why = _decide([(10, 3.0), (20, 3.5)], [(10, 3.0), (20, 3.5)])
-    assert step == 20 and "best 3.5 up to that step, is below the median 4" in why
+def test_the_median_pruner_judges_the_latest_value_or_on_request_the_best_so_far():
+    falls = [(10, 5.0), (20, 3.0)]  # above the median 2 at step 10, below the median 4 at 20
+    step, why = _decide(falls)
+    assert step == 20 and "seed, 3 at that step, is below the median 4" in why
+    best = search.SearchSettings(prune_after_trials=3, prune_on="best")
+    assert _decide(falls, settings=best) is None  # its best so far, 5, stays above 4
+    # Two seeds whose mean rises to 3.5 at step 20, still below 4: pruned either way.
+    step, why = _decide([(10, 3.0), (20, 3.5)], [(10, 3.0), (20, 3.5)], settings=best)
+    assert step == 20 and "at best 3.5 up to that step, is below the median 4" in why
 
 
 def test_no_prune_before_the_minimum_steps_nor_with_too_few_finished_trials():
