@@ -5,7 +5,8 @@ both leave on the table; this floor can: the time the step's matrix products and
 (`op_census.py`) take on this CPU timed alone, with nothing around them (no elementwise work,
 optimizer or call overhead; `op_timing.py`), so the learner's attained GFLOP/s over the floor's
 is the share of the machine it uses. Thread counts are a process's: `--threads=1,2` measures
-each in a child process, as TensorFlow fixes them at start.
+each in a child process (its `tf_threads` bindings, over the config's own), as TensorFlow fixes
+them at start.
 
   python -m experiments.hardware_floor --gin_file=gin_configs/sac/pendulum.gin --threads=1,2
 
@@ -21,7 +22,7 @@ from absl import app, flags
 
 from experiments import quiet
 
-tf = quiet.import_tensorflow()
+quiet.import_tensorflow()
 
 from experiments.learner_report import report  # noqa: E402
 
@@ -42,12 +43,13 @@ flags.DEFINE_integer("calls", 20, "Timed calls per op and form.", lower_bound=2)
 
 def main(argv: list[str]) -> None:
     del argv
-    if FLAGS.intra_op_threads is not None:
-        tf.config.threading.set_intra_op_parallelism_threads(FLAGS.intra_op_threads)
-        tf.config.threading.set_inter_op_parallelism_threads(FLAGS.intra_op_threads)
+    bindings = list(FLAGS.gin_bindings)
+    if FLAGS.intra_op_threads is not None:  # over the config's own `tf_threads`, if it has one
+        count = FLAGS.intra_op_threads
+        bindings += [f"tf_threads.intra_op = {count}", f"tf_threads.inter_op = {count}"]
     if not FLAGS.threads or FLAGS.intra_op_threads is not None:
         try:
-            text = report(FLAGS.gin_file, FLAGS.gin_bindings, FLAGS.num_steps, FLAGS.calls)
+            text = report(FLAGS.gin_file, bindings, FLAGS.num_steps, FLAGS.calls)
         except ValueError as error:  # a config that made no gradient step to measure
             sys.exit(f"hardware_floor: {error}")
         print(text, flush=True)
