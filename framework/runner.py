@@ -34,6 +34,7 @@ from absl import logging
 from framework import loop
 from framework.agent import Agent, Health
 from framework.callbacks import Callback, Hooks
+from framework.compiled import threads  # noqa: F401  (registers tf_threads, which configs bind)
 from framework.drivers import asynchronous  # noqa: F401  (registers the driver with gin)
 from framework.drivers.driver import AgentFactory, Driver, Seeds
 from framework.drivers.synchronous import SynchronousDriver
