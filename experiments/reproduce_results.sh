@@ -20,8 +20,12 @@
 #     frames): PONG_STEPS=2500000 (the default) stops after the first, 10000000 goes on to the
 #     peers' 1e7. Its schedules span 1e7 whatever the piece. ~180 steps/s: ~4 h a piece.
 #   - DQN on MinAtar Breakout and Asterix (the MinAtar paper's settings), 3 seeds x 1M steps:
-#     ~170 steps/s a run, two at once: ~5 h a game.
-#   - Rainbow's parts on MinAtar Breakout, 3 seeds x 1M steps: ~120 steps/s, ~7 h.
+#     one TensorFlow thread a run (the config's tf_threads), ~600 steps/s each with two at once
+#     on 2 quiet cores (measured over 12k steps, docs/speed.md): ~1 h a game (two seeds, then
+#     the third alone), evaluations left out. (~170 steps/s a run before, on shared cores with
+#     two threads each.)
+#   - Rainbow's parts on MinAtar Breakout, 3 seeds x 1M steps: ~120 steps/s, ~7 h (measured
+#     before one thread a run; not measured since).
 #   - Asynchronous n-step Q on MinAtar Breakout (4 worker threads), 3 seeds x 1M of the
 #     config's 2M steps, one at a time: ~1,800 steps/s on 2 quiet cores, ~10 min a seed
 #     (measured, docs/results.md).
