@@ -158,17 +158,17 @@ class CompiledForward:
     does not compute the model: numpy arrays in the structure of the outputs. `model` is a
     Keras model or a function of one (a Q-network's Q-values).
 
-    The forward pass is traced once per observation shape and dtype (training's vector of
-    environments, an evaluation's one) and called directly (`DirectCall`): `tf.function`'s own
-    dispatch costs ~0.4 ms a call, more than a MinAtar network's forward pass, paid at every
-    environment step (docs/speed.md)."""
+    The forward pass is traced once per observation shape and dtype, for any batch size
+    (training's vector of environments, an evaluation's one, a user's batch), and called
+    directly (`DirectCall`): `tf.function`'s own dispatch costs ~0.4 ms a call, more than a
+    MinAtar network's forward pass, paid at every environment step (docs/speed.md)."""
 
     variables: tuple[tf.Variable, ...] = ()  # nothing to publish: it reads the model's own
 
     def __init__(self, model: keras.Model | Callable[[tf.Tensor], Any]):
         self._function = tf.function(model, autograph=False)
         self._direct = direct_call_usable(True)
-        self._calls: dict[tuple, Callable] = {}  # (shape, dtype) -> the traced forward pass
+        self._calls: dict[tuple, Callable] = {}  # (one observation's shape, dtype) -> the pass
 
     def refresh(self, values: Sequence[np.ndarray] | None = None) -> None:
         """The compiled call reads the live variables: nothing to copy."""
@@ -177,12 +177,12 @@ class CompiledForward:
         return tf.nest.map_structure(lambda tensor: tensor.numpy(), self._forward(observations))
 
     def _forward(self, observations: np.ndarray) -> Any:
-        """The model's outputs as tensors, through the forward pass traced at their shape."""
+        """The model's outputs as tensors, through the forward pass traced for their kind."""
         observations = np.asarray(observations)
-        key = (observations.shape, observations.dtype)
+        key = (observations.shape[1:], observations.dtype)
         call = self._calls.get(key)
         if call is None:
-            spec = tf.TensorSpec(observations.shape, tf.as_dtype(observations.dtype))
+            spec = tf.TensorSpec((None, *key[0]), tf.as_dtype(observations.dtype))
             call = traced(self._function.get_concrete_function(spec), self._direct)
             self._calls[key] = call
         return call(observations)

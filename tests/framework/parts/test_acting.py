@@ -236,17 +236,21 @@ def test_compiled_copies_give_the_models_outputs_as_numpy():
     np.testing.assert_allclose(copy.values(observations), expected_values, rtol=1e-6, atol=1e-6)
 
 
-def test_the_compiled_forward_traces_once_per_observation_shape_and_reads_live_weights():
+def test_the_compiled_forward_traces_once_for_any_batch_size_and_reads_live_weights():
     network = nature_cnn((36, 36, 1), 3, hidden_units=4)
     copy = CompiledForward(network)
     rng = np.random.default_rng(0)
-    frames = {size: rng.integers(0, 256, (size, 36, 36, 1), np.uint8) for size in (4, 1)}
-    for _ in range(3):  # training's vector of environments, then an evaluation's one
+    frames = {size: rng.integers(0, 256, (size, 36, 36, 1), np.uint8) for size in (4, 1, 7)}
+    for _ in range(3):  # training's vector of environments, an evaluation's one, a user's
         for batch in frames.values():
             np.testing.assert_allclose(copy(batch), network(batch), rtol=1e-6, atol=1e-6)
-    assert copy.tracing_count == 2  # one trace per shape, however many calls
-    network.set_weights([w + 0.1 for w in network.get_weights()])  # an update, no refresh
-    np.testing.assert_allclose(copy(frames[4]), network(frames[4]), rtol=1e-6, atol=1e-6)
+    assert copy.tracing_count == 1  # one trace, however many calls and batch sizes
+    before = copy(frames[4])
+    network.set_weights([w * 1.5 for w in network.get_weights()])  # an update, no refresh
+    after = copy(frames[4])
+    assert not np.allclose(after, before)
+    np.testing.assert_allclose(after, network(frames[4]), rtol=1e-5, atol=1e-5)
+    copy(frames[4].astype(np.float32))  # another dtype: a trace of its own
     assert copy.tracing_count == 2
 
 
