@@ -81,6 +81,11 @@ class Run:
         match = re.search(r"^make_env\.env_id\s*=\s*['\"]([^'\"]+)['\"]", self.config, re.M)
         return match.group(1) if match else None
 
+    def frames_per_step(self) -> int:
+        """Emulator frames an agent step: an Atari config's frame skip, else 1."""
+        match = re.search(r"^make_atari_env\.frame_skip\s*=\s*(\d+)", self.config, re.M)
+        return int(match.group(1)) if match else 1
+
 
 def _seed_of(folder: "RunDirectory", config: str) -> int | None:
     """The seed its records name; else the config's (a folder without metadata.json)."""
@@ -473,6 +478,7 @@ def plot_learning_curves(
     if threshold is not None:
         axes.axhline(threshold, color="gray", linestyle="--", linewidth=1, label="threshold")
     axes.set_xlabel("environment steps")
+    frames_axis(axes, {run.frames_per_step() for run in runs if run.trial in trials})
     axes.set_ylabel(f"{tag} (IQM over seeds, 95% CI)")
     axes.set_title(title)
     axes.legend(fontsize="small")
@@ -480,6 +486,17 @@ def plot_learning_curves(
     figure.tight_layout()
     figure.savefig(path, dpi=120)
     plt.close(figure)
+
+
+def frames_axis(axes, frame_skips: set[int]):
+    """A top axis in emulator frames where every plotted run skips the same number of frames
+    a step (Atari's 4): the peers' Atari curves are read against frames, ours against agent
+    steps. None where the runs differ or skip none."""
+    if len(frame_skips) != 1 or (skip := next(iter(frame_skips))) == 1:
+        return None
+    top = axes.secondary_xaxis("top", functions=(lambda s: s * skip, lambda f: f / skip))
+    top.set_xlabel(f"emulator frames ({skip} a step)")
+    return top
 
 
 def parameter_axis(values: Sequence) -> str:

@@ -20,12 +20,11 @@
 #     frames): PONG_STEPS=2500000 (the default) stops after the first, 10000000 goes on to the
 #     peers' 1e7. Its schedules span 1e7 whatever the piece. ~180 steps/s: ~4 h a piece.
 #   - DQN on MinAtar Breakout and Asterix (the MinAtar paper's settings), 3 seeds x 1M steps:
-#     one TensorFlow thread a run (the config's tf_threads), ~600 steps/s each with two at once
-#     on 2 quiet cores (measured over 12k steps, docs/speed.md): ~1 h a game (two seeds, then
-#     the third alone), evaluations left out. (~170 steps/s a run before, on shared cores with
-#     two threads each.)
-#   - Rainbow's parts on MinAtar Breakout, 3 seeds x 1M steps: ~120 steps/s, ~7 h (measured
-#     before one thread a run; not measured since).
+#     one TensorFlow thread a run (the config's tf_threads), ~560 steps/s each with two at once
+#     on 2 cores: measured 2026-11-28, 37-60 min a run (some of it beside other runs), so
+#     ~1-1.5 h a game (two seeds, then the third alone).
+#   - Rainbow's parts on MinAtar Breakout, 3 seeds x 1M steps: ~300 steps/s each, two at once
+#     (measured 2026-11-28 over its first 300k steps): ~1 h a run, ~2-3 h for the three.
 #   - Asynchronous n-step Q on MinAtar Breakout (4 worker threads), 3 seeds x 1M of the
 #     config's 2M steps, one at a time: ~1,800 steps/s on 2 quiet cores, ~10 min a seed
 #     (measured, docs/results.md).
@@ -36,16 +35,7 @@
 # once with 2, each beside a run of ours on the same quiet machine:
 #   python -m experiments.run --gin_file=gin_configs/ppo/pong.gin --base_dir=runs/pong_200k \
 #     --gin_bindings='Runner.num_steps = 200000' --gin_bindings='Runner.eval_interval = 200000'
-#   import time, ale_py, gymnasium, torch
-#   from stable_baselines3 import PPO
-#   from stable_baselines3.common.env_util import make_atari_env
-#   from stable_baselines3.common.vec_env import VecFrameStack
-#   gymnasium.register_envs(ale_py); torch.set_num_threads(1)  # then 2
-#   env = VecFrameStack(make_atari_env("PongNoFrameskip-v4", n_envs=8, seed=0), n_stack=4)
-#   model = PPO("CnnPolicy", env, n_steps=128, batch_size=256, n_epochs=4, ent_coef=0.01,
-#               learning_rate=lambda f: 2.5e-4 * f, clip_range=lambda f: 0.1 * f, seed=0)
-#   start = time.perf_counter(); model.learn(200_000)
-#   print(200_000 / (time.perf_counter() - start), "steps/s")
+#   <sb3 venv>/bin/python experiments/peers/sb3_ppo_pong.py --threads 1   # then --threads 2
 # A stopped script started again skips the finished runs and resumes the others.
 #
 # The interpreter: $PYTHON where set; else the active virtual environment's ($VIRTUAL_ENV, as

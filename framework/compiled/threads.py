@@ -39,7 +39,7 @@ def tf_threads(intra_op: int = 0, inter_op: int = 0) -> None:
     pools: then a warning says so, and the run goes on (a speed setting, not the algorithm's)."""
     threading = tf.config.threading
     for name, wanted in (("intra_op", intra_op), ("inter_op", inter_op)):
-        if not isinstance(wanted, int) or wanted < 0:
+        if isinstance(wanted, bool) or not isinstance(wanted, int) or wanted < 0:
             raise ValueError(
                 f"tf_threads.{name} = {wanted!r}: give a whole number of threads >= 0 (0 "
                 "leaves TensorFlow's choice, one per core)."

@@ -246,6 +246,21 @@ def test_the_final_return_plot_of_a_learning_rate_sweep_has_a_log_axis(tmp_path,
     assert scales == ["log"] and os.path.getsize(tmp_path / "rate.png") > 0
 
 
+def test_atari_curves_get_a_frames_axis_at_the_configs_frame_skip():
+    plt = analyze._pyplot()
+    run = analyze.Run("r", "t", 0, "f", "make_atari_env.frame_skip = 4\n", {}, {})
+    assert run.frames_per_step() == 4
+    assert analyze.Run("r", "t", 0, "f", "make_env.env_id = 'X'\n", {}, {}).frames_per_step() == 1
+    figure, axes = plt.subplots()
+    axes.set_xlim(0, 2_500_000)
+    top = analyze.frames_axis(axes, {4})
+    figure.canvas.draw()
+    assert top.get_xlim() == (0, 10_000_000) and "4 a step" in top.get_xlabel()
+    assert analyze.frames_axis(axes, {1}) is None  # MinAtar: a step is a frame
+    assert analyze.frames_axis(axes, {1, 4}) is None  # no one frames axis for both
+    plt.close(figure)
+
+
 @pytest.mark.parametrize("module", ["pandas", "matplotlib", "rliable"])
 def test_a_missing_module_of_the_analysis_extra_is_named_with_the_extra_to_install(
     module, monkeypatch

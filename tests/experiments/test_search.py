@@ -540,6 +540,7 @@ def test_the_cartpole_figures_say_the_steps_each_search_used():
     assert line in text
     assert "| random | 0 | 1,200,000 | trial3,lr=0.001 | 500.0 (final eval return) | " in text
     assert text.endswith("used 45% of the environment steps of the same search without it.")
+    assert "environment steps of the same search" not in search_cartpole.table([on_mean])
 
 
 def test_a_confirmation_on_the_curves_mean_also_gives_their_final_return():

@@ -7,7 +7,7 @@ import tensorflow as tf
 from framework.compiled.threads import tf_threads
 
 
-@pytest.mark.parametrize("bad", [-1, 1.5, "2"])
+@pytest.mark.parametrize("bad", [-1, 1.5, "2", True])  # True is an int to Python, not a count
 def test_a_thread_count_that_is_not_a_whole_number_is_refused_by_name(bad):
     with pytest.raises(ValueError, match=rf"tf_threads.inter_op = {bad!r}: give a whole number"):
         tf_threads(inter_op=bad)
