@@ -1,7 +1,9 @@
-"""What the SB3 peer scripts share: RL-Zoo's PPO settings for Hopper, and the timed `learn` and
-evaluation lines the pairs read. Imported by the scripts beside it (their folder is on
-`sys.path` when run as `python experiments/peers/<script>.py`); run in a venv with SB3."""
+"""What the SB3 peer scripts share: their common flags, RL-Zoo's PPO settings for Hopper, and
+the timed `learn` and evaluation lines the pairs read. Imported by the scripts beside it (their
+folder is on `sys.path` when run as `python experiments/peers/<script>.py`); run in a venv with
+SB3."""
 
+import argparse
 import time
 
 import torch
@@ -23,6 +25,27 @@ HOPPER_PPO = dict(
     max_grad_norm=0.7,
     vf_coef=0.835671,
 )
+
+
+def peer_arguments(
+    steps: int, eval_episodes: int | None = None, description: str | None = None
+) -> argparse.ArgumentParser:
+    """The flags every pair reads the same way: --steps, --threads (torch's), --seed, and
+    --eval_episodes where the script evaluates. A script adds its own before parsing."""
+    parser = argparse.ArgumentParser(description=description)
+    parser.add_argument("--steps", type=int, default=steps)
+    parser.add_argument("--threads", type=int, default=1)
+    parser.add_argument("--seed", type=int, default=0)
+    if eval_episodes is not None:
+        parser.add_argument("--eval_episodes", type=int, default=eval_episodes)
+    return parser
+
+
+def parse_peer_arguments(parser: argparse.ArgumentParser) -> argparse.Namespace:
+    """Parses the flags and sets torch's thread count before any model is built."""
+    args = parser.parse_args()
+    torch.set_num_threads(args.threads)
+    return args
 
 
 def hopper_ppo(env, seed: int) -> PPO:

@@ -15,27 +15,18 @@ one 10-episode evaluation at the end of its run, so the whole-process times comp
 like); --eval_episodes 0 skips it.
 """
 
-import argparse
 import time
 
 PROCESS_START = time.perf_counter()
 
 import gymnasium as gym  # noqa: E402
-import torch  # noqa: E402
-from sb3_common import timed_evaluation, timed_learn  # noqa: E402
+from sb3_common import parse_peer_arguments, peer_arguments, timed_evaluation, timed_learn  # noqa: E402
 from stable_baselines3 import DQN  # noqa: E402
 from stable_baselines3.common.monitor import Monitor  # noqa: E402
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser()
-    parser.add_argument("--steps", type=int, default=50_000)
-    parser.add_argument("--threads", type=int, default=1)
-    parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--eval_episodes", type=int, default=10)
-    args = parser.parse_args()
-
-    torch.set_num_threads(args.threads)
+    args = parse_peer_arguments(peer_arguments(steps=50_000, eval_episodes=10))
     env = gym.make("CartPole-v1")
     model = DQN(
         "MlpPolicy",

@@ -27,13 +27,17 @@ learn), in one line a pairs script can read ("SB3 SAC: N steps in learn T s: R s
 the VecNormalize statistics, frozen, and the environment's own rewards).
 """
 
-import argparse
 import time
 
 PROCESS_START = time.perf_counter()
 
-import torch  # noqa: E402
-from sb3_common import hopper_ppo, timed_evaluation, timed_learn  # noqa: E402
+from sb3_common import (  # noqa: E402
+    hopper_ppo,
+    parse_peer_arguments,
+    peer_arguments,
+    timed_evaluation,
+    timed_learn,
+)
 from stable_baselines3 import SAC  # noqa: E402
 from stable_baselines3.common.env_util import make_vec_env  # noqa: E402
 from stable_baselines3.common.vec_env import VecNormalize  # noqa: E402
@@ -49,15 +53,9 @@ def build(algo: str, seed: int):
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser()
+    parser = peer_arguments(steps=20_000, eval_episodes=0)
     parser.add_argument("algo", choices=sorted(ENV))
-    parser.add_argument("--steps", type=int, default=20_000)
-    parser.add_argument("--threads", type=int, default=1)
-    parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--eval_episodes", type=int, default=0)
-    args = parser.parse_args()
-
-    torch.set_num_threads(args.threads)
+    args = parse_peer_arguments(parser)
     model = build(args.algo, args.seed)
     name = args.algo.upper()
     timed_learn(model, args.steps, name, PROCESS_START, f"{ENV[args.algo]}, ")

@@ -16,14 +16,12 @@ learn). Then, outside that figure, evaluates the policy for --eval_episodes epis
 CartPole-v1 (ours runs one 10-episode evaluation at the end); --eval_episodes 0 skips it.
 """
 
-import argparse
 import time
 
 PROCESS_START = time.perf_counter()
 
 import gymnasium as gym  # noqa: E402
-import torch  # noqa: E402
-from sb3_common import timed_evaluation, timed_learn  # noqa: E402
+from sb3_common import parse_peer_arguments, peer_arguments, timed_evaluation, timed_learn  # noqa: E402
 from stable_baselines3 import PPO  # noqa: E402
 from stable_baselines3.common.env_util import make_vec_env  # noqa: E402
 from stable_baselines3.common.monitor import Monitor  # noqa: E402
@@ -40,14 +38,7 @@ def linear(initial_value: float):
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser()
-    parser.add_argument("--steps", type=int, default=100_000)
-    parser.add_argument("--threads", type=int, default=1)
-    parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--eval_episodes", type=int, default=10)
-    args = parser.parse_args()
-
-    torch.set_num_threads(args.threads)
+    args = parse_peer_arguments(peer_arguments(steps=100_000, eval_episodes=10))
     env = make_vec_env("CartPole-v1", n_envs=8, seed=args.seed)
     model = PPO(
         "MlpPolicy",

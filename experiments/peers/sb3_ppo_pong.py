@@ -14,15 +14,13 @@ runs at the rates the first 200k of a full run do, as ours does; SB3 defaults ot
 Prints the in-loop figure (environment steps / seconds of `model.learn`); no evaluation.
 """
 
-import argparse
 import time
 
 PROCESS_START = time.perf_counter()
 
 import ale_py  # noqa: E402
 import gymnasium as gym  # noqa: E402
-import torch  # noqa: E402
-from sb3_common import timed_learn  # noqa: E402
+from sb3_common import parse_peer_arguments, peer_arguments, timed_learn  # noqa: E402
 from stable_baselines3 import PPO  # noqa: E402
 from stable_baselines3.common.env_util import make_atari_env  # noqa: E402
 from stable_baselines3.common.vec_env import VecFrameStack  # noqa: E402
@@ -35,14 +33,9 @@ def linear(initial: float, steps: int, schedule_steps: int):
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser()
-    parser.add_argument("--steps", type=int, default=200_000)
+    parser = peer_arguments(steps=200_000)
     parser.add_argument("--schedule_steps", type=int, default=10_000_000)
-    parser.add_argument("--threads", type=int, default=1)
-    parser.add_argument("--seed", type=int, default=0)
-    args = parser.parse_args()
-
-    torch.set_num_threads(args.threads)
+    args = parse_peer_arguments(parser)
     gym.register_envs(ale_py)
     env = VecFrameStack(make_atari_env("PongNoFrameskip-v4", n_envs=8, seed=args.seed), 4)
     model = PPO(

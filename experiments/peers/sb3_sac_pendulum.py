@@ -8,24 +8,19 @@ Zoo: n_timesteps 2e4, MlpPolicy, learning_rate 1e-3; SB3 defaults otherwise (buf
 256-256 ReLU). Prints steps / seconds of model.learn, then the whole process's seconds.
 """
 
-import argparse
 import time
 
 PROCESS_START = time.perf_counter()
 
 import gymnasium as gym  # noqa: E402
 import torch  # noqa: E402
+from sb3_common import parse_peer_arguments, peer_arguments  # noqa: E402
 from stable_baselines3 import SAC  # noqa: E402
 from stable_baselines3.common.monitor import Monitor  # noqa: E402
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser()
-    parser.add_argument("--steps", type=int, default=5000)
-    parser.add_argument("--threads", type=int, default=1)
-    parser.add_argument("--seed", type=int, default=0)
-    args = parser.parse_args()
-    torch.set_num_threads(args.threads)
+    args = parse_peer_arguments(peer_arguments(steps=5000))
     model = SAC(
         "MlpPolicy",
         Monitor(gym.make("Pendulum-v1")),
