@@ -18,7 +18,8 @@
 # over short runs on 2 shared cores (load 6-8, at nice 19), so upper bounds:
 #   - PPO Pong (ppo/pong.gin, the peers' protocol), seed 0, in pieces of 2.5M agent steps (10M
 #     frames): PONG_STEPS=2500000 (the default) stops after the first, 10000000 goes on to the
-#     peers' 1e7. Its schedules span 1e7 whatever the piece. ~180 steps/s: ~4 h a piece.
+#     peers' 1e7. Its schedules span 1e7 whatever the piece. ~370-400 steps/s alone on 2 quiet
+#     cores (measured 2026-11-28): ~2 h a piece.
 #   - DQN on MinAtar Breakout and Asterix (the MinAtar paper's settings), 3 seeds x 1M steps:
 #     one TensorFlow thread a run (the config's tf_threads), ~560 steps/s each with two at once
 #     on 2 cores: measured 2026-11-28, 37-60 min a run (some of it beside other runs), so
