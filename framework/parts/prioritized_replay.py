@@ -62,6 +62,8 @@ class SumTree:
     def set(self, indices: np.ndarray, values: np.ndarray) -> None:
         """Leaf `indices[j]` takes `values[j]`; for a repeated index, its last value."""
         indices = np.asarray(indices, np.int64) + self._first_leaf
+        if not indices.size:  # e.g. a step that wrote no n-step transition: nothing to sum
+            return
         self._nodes[indices] = values
         self._pending.append(indices)
 

@@ -43,6 +43,17 @@ def test_sum_tree_draws_in_proportion_to_the_values_and_follows_updates():
     np.testing.assert_allclose(counts / DRAWS, [0.1, 0.6, 0.3, 0.0], atol=TOLERANCE)
 
 
+def test_a_sum_tree_read_after_only_empty_writes_keeps_its_sums():
+    # A resumed Rainbow run's first step may write no n-step transition before it samples:
+    # the read summed an empty list of leaves and failed (IndexError).
+    tree = SumTree(5)
+    tree.set(np.arange(3), np.array([1.0, 2.0, 4.0]))
+    assert tree.total == 7.0
+    tree.set(np.array([], np.int64), np.array([]))
+    assert tree.total == 7.0
+    np.testing.assert_array_equal(tree.find(np.array([0.5, 6.5])), [0, 2])
+
+
 def test_a_rebuilt_sum_tree_is_bitwise_the_updated_one():
     rng = np.random.default_rng(1)
     updated = SumTree(37)
