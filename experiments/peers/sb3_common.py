@@ -27,12 +27,10 @@ HOPPER_PPO = dict(
 )
 
 
-def peer_arguments(
-    steps: int, eval_episodes: int | None = None, description: str | None = None
-) -> argparse.ArgumentParser:
+def peer_arguments(steps: int, eval_episodes: int | None = None) -> argparse.ArgumentParser:
     """The flags every pair reads the same way: --steps, --threads (torch's), --seed, and
     --eval_episodes where the script evaluates. A script adds its own before parsing."""
-    parser = argparse.ArgumentParser(description=description)
+    parser = argparse.ArgumentParser()
     parser.add_argument("--steps", type=int, default=steps)
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--seed", type=int, default=0)
