@@ -24,7 +24,11 @@ PRUNERS = ("median", "none")
 # What of a running trial's curve the median pruner compares: its latest evaluation, or its best
 # so far (Optuna's own median pruner, made for curves that only rise).
 PRUNE_ON = ("last", "best")
-OBJECTIVES = ("final", "mean")
+OBJECTIVES = ("final", "tail", "mean")
+# `tail`: the mean of a curve's last quarter, where a run ends, read off more than one evaluation
+# (a single last evaluation of an unstable learner is luck; the whole curve's mean favours fast
+# learners over ones that end well).
+TAIL_FRACTION = 0.25
 IQM_SEEDS = 4  # from this many seeds the objective is their IQM (one trimmed from each end)
 ENDED = ("finished", "pruned", "failed")  # a search trial's states once it ran
 
@@ -39,7 +43,7 @@ class SearchSettings:
     n_startup_trials: int = 5  # random trials before TPE models the others
     prune_after_trials: int = 5  # finished trials a trial is compared with before any prune
     concurrent_trials: int = 2  # trial k is suggested once trials 0..k-this have ended
-    objective: str = "final"  # each seed's final or mean eval return, over the seeds
+    objective: str = "final"  # each seed's final, tail or mean eval return, over the seeds
     min_prune_fraction: float = 0.2  # no prune before this fraction of Runner.num_steps
 
     def __post_init__(self):
@@ -52,8 +56,9 @@ class SearchSettings:
             )
         if self.objective not in OBJECTIVES:
             raise usage_error(
-                f"--objective must be 'final' (each seed's last eval return) or 'mean' (the "
-                f"mean of its eval curve), got {self.objective!r}."
+                f"--objective must be 'final' (each seed's last eval return), 'tail' (the mean "
+                f"of its curve's last quarter) or 'mean' (the mean of its eval curve), got "
+                f"{self.objective!r}."
             )
         for name in ("n_startup_trials", "prune_after_trials"):
             if getattr(self, name) < 0:
@@ -225,19 +230,28 @@ def _iqm(scores: np.ndarray) -> float:
 
 
 def objective(seed_curves: Mapping[int, Curve], kind: str) -> float | None:
-    """A trial's value over its seeds: each seed's final (`kind="final"`) or mean eval return,
-    then their mean, or their IQM from `IQM_SEEDS` seeds on; None where a seed has no finite
-    value (it failed)."""
+    """A trial's value over its seeds: each seed's final (`kind="final"`) eval return, the mean
+    of its last `TAIL_FRACTION` of evaluations (at least one; `"tail"`) or of its whole curve
+    (`"mean"`), then their mean, or their IQM from `IQM_SEEDS` seeds on; None where a seed has
+    no finite value (it failed)."""
     scores = []
     for curve in seed_curves.values():
         values = [value for _, value in sorted(curve)]
         if not values:
             return None
-        scores.append(values[-1] if kind == "final" else float(np.mean(values)))
+        scores.append(_curve_score(values, kind))
     scores = np.asarray(scores, float)
     if not len(scores) or not np.all(np.isfinite(scores)):
         return None
     return _iqm(scores) if len(scores) >= IQM_SEEDS else float(np.mean(scores))
+
+
+def _curve_score(values: list[float], kind: str) -> float:
+    if kind == "final":
+        return values[-1]
+    if kind == "tail":
+        return float(np.mean(values[-math.ceil(TAIL_FRACTION * len(values)) :]))
+    return float(np.mean(values))
 
 
 def describe_objective(kind: str, seeds: int) -> str:

@@ -5,8 +5,9 @@ period; each one's best.gin confirmed with 3 new seeds. Prints, per search, the 
 steps it used, its best trial and value, and the confirmed mean with its 95% interval.
 `--prune_on=best` prunes on each trial's best eval return so far (Optuna's own median pruner)
 instead of its latest, in folders of their own. `--objective=mean` runs the TPE searches on
-each run's mean eval return (the area under its curve) in folders of their own, and confirms
-their best.gin by that and by the final return; the random search, which picks by the final
+each run's mean eval return (the area under its curve), `--objective=tail` on the mean of its
+last quarter, in folders of their own, and confirms their best.gin by that and by the final
+return; the random search, which picks by the final
 return, is the same one. `--seeds_per_trial=2` judges each trial on the mean of two seeds
 (beyond the issue's one-seed protocol), and `--searches=tpe_median` runs only the pruned search.
 
@@ -140,9 +141,10 @@ def _define_flags():
     flags.DEFINE_enum(
         "objective",
         "final",
-        ["final", "mean"],
-        "The TPE searches' objective (each seed's "
-        "final or mean eval return); their folders are named by it when it is not final.",
+        list(search.OBJECTIVES),
+        "The TPE searches' objective (each seed's final eval return, the mean of its curve's "
+        "last quarter or of its whole curve); their folders are named by it when it is not "
+        "final.",
     )
 
 

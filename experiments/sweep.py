@@ -221,7 +221,8 @@ def _define_flags():
         "objective",
         defaults.objective,
         list(search.OBJECTIVES),
-        "A trial's value: each seed's final or mean eval return, then their mean (their IQM "
+        "A trial's value: each seed's final eval return, the mean of its curve's last quarter "
+        "(tail) or of its whole curve (mean), then their mean (their IQM "
         f"from {search.IQM_SEEDS} seeds).",
     )
     flags.DEFINE_float(

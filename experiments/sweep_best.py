@@ -95,13 +95,13 @@ def confirm(
         **_confirmed(curves, kind),
         "best_gin": path,
     }
-    if kind != "final":  # a search on the curve's mean is still judged by where it ends
+    if kind != "final":  # a search on the curve's mean or tail is still judged by where it ends
         result["final"] = _confirmed(curves, "final")
     return result
 
 
 def _confirmed(curves: list, kind: str) -> dict:
-    """The confirming runs' scores by `kind` (final or mean eval return), their mean and its
+    """The confirming runs' scores by `kind` (final, tail or mean eval return), their mean and its
     95% bootstrap interval."""
     from experiments import search, statistics
 

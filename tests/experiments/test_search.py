@@ -321,10 +321,13 @@ def test_the_pruner_in_each_seed_reports_decides_and_stops_again_at_a_restart(tm
 # ----- the objective ----------------------------------------------------------------------------
 
 
-def test_the_objective_is_each_seeds_final_or_mean_return_then_mean_or_iqm_over_seeds():
+def test_the_objective_is_each_seeds_final_tail_or_mean_return_then_mean_or_iqm_over_seeds():
     curves = {0: [(10, 1.0), (20, 3.0)], 1: [(10, 2.0), (20, 5.0)]}
     assert search.objective(curves, "final") == 4.0  # (3 + 5) / 2
     assert search.objective(curves, "mean") == 2.75  # (2 + 3.5) / 2
+    ten = {0: [(step, float(step)) for step in range(1, 11)], 1: [(1, 0.0), (2, 4.0)]}
+    # The last ceil(10 / 4) = 3 evaluations of seed 0, the last ceil(2 / 4) = 1 of seed 1.
+    assert search.objective(ten, "tail") == pytest.approx(((8 + 9 + 10) / 3 + 4) / 2)
     finals = {seed: [(10, value)] for seed, value in enumerate([0.0, 10.0, 20.0, 1000.0])}
     assert search.objective(finals, "final") == 15.0  # 4 seeds: IQM, mean(10, 20), not 257.5
     assert search.objective({0: [(10, np.nan)], 1: [(10, 1.0)]}, "final") is None  # failed
