@@ -7,9 +7,9 @@ steps it used, its best trial and value, and the confirmed mean with its 95% int
 instead of its latest, in folders of their own. `--objective=mean` runs the TPE searches on
 each run's mean eval return (the area under its curve), `--objective=tail` on the mean of its
 last quarter, in folders of their own, and confirms their best.gin by that and by the final
-return; the random search, which picks by the final
-return, is the same one. `--seeds_per_trial=2` judges each trial on the mean of two seeds
-(beyond the issue's one-seed protocol), and `--searches=tpe_median` runs only the pruned search.
+return; the random search, which picks by the final return, is the same one.
+`--seeds_per_trial=2` judges each trial on the mean of two seeds (beyond the issue's one-seed
+protocol), and `--searches=tpe_median` runs only the pruned search.
 
   python -m experiments.search_cartpole [--base_dir=searches] [--num_trials=24] ...
 
