@@ -102,7 +102,7 @@ def _fresh(optimizer):
 def _dqn_floor(tf, agent, steps: int):
     import keras
 
-    from framework.parts.gradient_processors import ClipByGlobalNorm
+    from framework.parts.gradient_processors import ClipByGlobalNorm, global_norm
 
     group = agent.learner.groups[0]
     processor = group.gradient_processor
@@ -120,7 +120,8 @@ def _dqn_floor(tf, agent, steps: int):
                 y = tf.stop_gradient(reward[index] + discount[index] * best_next)
                 loss = tf.reduce_mean(keras.losses.huber(y[:, None], q[:, None]))
             grads = tape.gradient(loss, online.trainable_variables)
-            grads, _ = tf.clip_by_global_norm(grads, max_norm)
+            norm = global_norm(grads)  # the learner's, so that both sum the same way
+            grads, _ = tf.clip_by_global_norm(grads, max_norm, use_norm=norm)
             optimizer.apply(grads, online.trainable_variables)
             return index + 1, total + loss
 

@@ -11,10 +11,13 @@ under its name scope), so a caller can weight a group that runs every k-th step 
 
 import collections
 import dataclasses
+import re
 from collections.abc import Iterator
 from typing import Any
 
 import tensorflow as tf
+
+from framework.parts.gradient_processors import GLOBAL_NORM_SCOPE
 
 # The ops that do the arithmetic in dense and convolutional networks, forward and backward.
 COUNTED = ("MatMul", "BatchMatMulV2", "Conv2D", "Conv2DBackpropInput", "Conv2DBackpropFilter")
@@ -142,12 +145,19 @@ class Census:
 def census(function: tf.types.experimental.ConcreteFunction) -> Census:
     """The counted ops of a concrete function with static shapes, those whose results reach an
     output or a state change (the gradients a loss does not need are pruned, as TensorFlow and
-    XLA prune them)."""
+    XLA prune them). A global norm's products with a vector of ones are its sums, not the
+    step's arithmetic: left out."""
     counts: dict[tuple[tuple[str, ...], bool, Op], int] = collections.Counter()
     for path, looped, op in _live_ops(function.graph, (), looped=False):
-        if op.type in COUNTED:
+        if op.type in COUNTED and not _in_global_norm(path):
             counts[(path, looped, _op_of(op))] += 1
     return Census(dict(counts))
+
+
+def _in_global_norm(path: tuple[str, ...]) -> bool:
+    """Whether an op's name path runs through a global norm's scope (TensorFlow numbers a
+    scope's later uses in one graph: `global_norm_1`)."""
+    return any(re.fullmatch(rf"{GLOBAL_NORM_SCOPE}(_\d+)?", part) for part in path)
 
 
 def of_learner(learner: Any) -> tuple[Census, dict[str, float], int]:

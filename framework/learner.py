@@ -34,7 +34,7 @@ from framework.compiled.step_wrappers import (
 )
 from framework.compiled.steps import StepCalls, direct_call_usable
 from framework.parts import optimizers  # also registers the Keras optimizers with gin
-from framework.parts.gradient_processors import GradientProcessor, Identity
+from framework.parts.gradient_processors import GradientProcessor, Identity, global_norm
 from framework.parts.target_updaters import NoUpdate, TargetUpdater
 
 Batch = dict[str, tf.Tensor]
@@ -315,7 +315,7 @@ class Learner(tf.Module):
         loss, extras, grads = loss_and_gradients(group, batch, earlier)
         # A NaN or inf in any gradient makes the global norm NaN or inf: one test on a number
         # the step needs anyway. (Gradients whose squares overflow count as non-finite too.)
-        grad_norm = tf.linalg.global_norm(grads)
+        grad_norm = global_norm(grads)
         finite = tf.logical_and(tf.math.is_finite(loss), tf.math.is_finite(grad_norm))
         grads, release, processor_metrics = process(group, grads, finite)
         learning_rate = tf.identity(group.optimizer.learning_rate)  # this step's, before it

@@ -25,6 +25,7 @@ from framework.learner import (
     step_outputs,
     when_due,
 )
+from framework.parts.gradient_processors import global_norm
 
 Gradients = list[list[tf.Tensor]]  # one list per group, in the order of its variables
 
@@ -85,7 +86,7 @@ class WorkerGradients:
     @staticmethod
     def _group(group: UpdateGroup, batch: dict, earlier: dict) -> tuple[dict, dict]:
         loss, extras, grads = loss_and_gradients(group, batch, earlier)
-        grad_norm = tf.linalg.global_norm(grads)
+        grad_norm = global_norm(grads)
         finite = tf.logical_and(tf.math.is_finite(loss), tf.math.is_finite(grad_norm))
         processed, release, processor_metrics = process(group, grads, finite)
         release = tf.logical_and(finite, release)

@@ -10,11 +10,45 @@ from collections.abc import Sequence
 
 import gin
 import tensorflow as tf
+from tensorflow.python.ops import control_flow_util
 
 from framework.validation import require_positive, require_positive_number
 
 Gradients = list[tf.Tensor]
 Metrics = dict[str, tf.Tensor]
+
+
+# The name scope of `global_norm`'s ops: its products are sums in disguise, which a count of
+# a step's arithmetic (experiments/op_census.py) leaves out.
+GLOBAL_NORM_SCOPE = "global_norm"
+
+
+def global_norm(tensors: Sequence[tf.Tensor]) -> tf.Tensor:
+    """The square root of the sum of every element's square, as `tf.linalg.global_norm`.
+
+    Traced for XLA, each tensor's squares are summed by a product with a vector of ones: XLA's
+    CPU backend compiles a full sum into a slow split reduction (a 256x256 gradient's took
+    ~50 us of a ~450 us DQN step) and a matrix-vector product into its fast kernel. TensorFlow's
+    own kernels sum faster than they multiply, so elsewhere it is `tf.linalg.global_norm`
+    (docs/speed.md). A non-finite element, or a square that overflows, makes either non-finite.
+    """
+    with tf.name_scope(GLOBAL_NORM_SCOPE):
+        if not _traced_for_xla():
+            return tf.linalg.global_norm(tensors)
+        sums = []
+        for tensor in tensors:
+            squares = tf.square(tf.convert_to_tensor(tensor))
+            if squares.shape.rank == 0:
+                sums.append(squares)
+                continue
+            rows = tf.reshape(squares, [-1, squares.shape[-1]])
+            sums.append(tf.reduce_sum(tf.linalg.matvec(rows, tf.ones_like(rows[0]))))
+        return tf.sqrt(tf.add_n(sums))
+
+
+def _traced_for_xla() -> bool:
+    """Whether the graph being traced is compiled by XLA (a `jit_compile` function's body)."""
+    return control_flow_util.GraphOrParentsInXlaContext(tf.compat.v1.get_default_graph())
 
 
 class GradientProcessor(tf.Module):
@@ -56,7 +90,8 @@ class ClipByGlobalNorm(GradientProcessor):
         self.max_norm = max_norm
 
     def __call__(self, grads, variables):
-        clipped, norm = tf.clip_by_global_norm(grads, self.max_norm)
+        norm = global_norm(grads)  # the learner's grad_norm: XLA computes it once
+        clipped, _ = tf.clip_by_global_norm(grads, self.max_norm, use_norm=norm)
         # min(norm, max_norm) is the clipped gradients' norm: a second pass over them would
         # cost a good share of a DQN step under XLA (it keeps them from fusing into the update).
         metrics = {"clip_global_norm/norm_after": tf.minimum(norm, self.max_norm)}
@@ -76,7 +111,7 @@ class ClipByValue(GradientProcessor):
 
     def __call__(self, grads, variables):
         clipped = [tf.clip_by_value(g, -self.clip_value, self.clip_value) for g in grads]
-        metrics = {"clip_value/norm_after": tf.linalg.global_norm(clipped)}
+        metrics = {"clip_value/norm_after": global_norm(clipped)}
         return clipped, tf.constant(True), metrics
 
 

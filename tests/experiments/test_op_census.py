@@ -41,6 +41,28 @@ def test_a_dense_step_counts_two_forward_products_and_three_gradient_products():
     assert census.flops() == 2 * (b * i * h + b * h + b * h + b * h + b * i * h)
 
 
+def test_a_global_norms_products_with_ones_are_left_out():
+    """Traced for XLA, a global norm (twice: TensorFlow numbers the second scope
+    `global_norm_1`) sums by matrix-vector products; the census counts the step's two."""
+    from framework.parts.gradient_processors import global_norm
+
+    w = tf.Variable(tf.ones([3, 5]))
+
+    @tf.function(jit_compile=True)
+    def step(x):
+        with tf.GradientTape() as tape:
+            loss = tf.reduce_sum(x @ w)
+        grad = tape.gradient(loss, w)
+        w.assign_sub(grad / global_norm([grad]) + global_norm([grad, w]))
+        return loss
+
+    traced = step.get_concrete_function(tf.TensorSpec([4, 3]))
+    products = [op for op in traced.graph.get_operations() if op.type == "MatMul"]
+    assert len(products) == 2 + 3  # the norms' three tensors summed by products
+    counted = op_census.census(traced).per_step()
+    assert sorted(op.shapes for op in counted) == [((4, 3), (3, 5)), ((4, 3), (4, 5))]
+
+
 def test_convolution_flops_are_the_same_for_the_forward_and_both_gradients():
     image = tf.Variable(tf.ones([2, 84, 84, 4]))
     kernel = tf.Variable(tf.ones([8, 8, 4, 32]))

@@ -10,6 +10,7 @@ from framework.parts.gradient_processors import (
     ClipByGlobalNorm,
     ClipByValue,
     Identity,
+    global_norm,
 )
 
 
@@ -23,6 +24,25 @@ def _grads(first, second):
 
 def _numpy(grads):
     return [g.numpy() for g in grads]
+
+
+@pytest.mark.parametrize("jit_compile", [False, True])
+def test_global_norm_is_tensorflows_over_tensors_of_every_rank(jit_compile):
+    rng = np.random.default_rng(0)
+    shapes = [(), (7,), (4, 256), (3, 3, 4, 8)]
+    tensors = [tf.constant(rng.normal(size=shape), tf.float32) for shape in shapes]
+    norm = tf.function(global_norm, jit_compile=jit_compile)(tensors)
+    expected = np.sqrt(sum(np.sum(np.square(t.numpy(), dtype=np.float64)) for t in tensors))
+    np.testing.assert_allclose(norm.numpy(), expected, rtol=1e-6)
+    np.testing.assert_allclose(norm.numpy(), tf.linalg.global_norm(tensors).numpy(), rtol=1e-6)
+
+
+@pytest.mark.parametrize("bad", [np.nan, np.inf, -np.inf, 1e20])  # 1e20: its square overflows
+def test_global_norm_is_not_finite_where_an_element_or_its_square_is_not(bad):
+    grad = np.ones((4, 3), np.float32)
+    grad[2, 1] = bad
+    norm = global_norm([tf.constant([1.0, 2.0]), tf.constant(grad)])
+    assert not np.isfinite(norm.numpy())
 
 
 def test_identity_passes_through_and_applies():
