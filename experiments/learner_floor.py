@@ -12,6 +12,7 @@ call's overhead included, its first call's tracing and compilation not).
 
   python -m experiments.learner_floor  # gin_configs/dqn/cartpole_rlzoo.gin
   python -m experiments.learner_floor --gin_file=gin_configs/sac/pendulum.gin --in_loop_steps=3000
+  python -m experiments.learner_floor --profile_calls=10  # and the learner's step, op by op
 """
 
 import sys
@@ -29,6 +30,12 @@ if TYPE_CHECKING:
 FLAGS = flags.FLAGS
 flags.DEFINE_string("gin_file", "gin_configs/dqn/cartpole_rlzoo.gin", "A DQN or SAC config.")
 flags.DEFINE_integer("calls", 40, "Timed calls of each, after one untimed first call.")
+flags.DEFINE_integer(
+    "profile_calls",
+    0,
+    "Also profile this many learner calls and print where a step's time goes, op by op "
+    "(experiments/op_profile.py; 0: not).",
+)
 flags.DEFINE_integer(
     "in_loop_steps", 0, "Also train the config this many environment steps (0: not)."
 )
@@ -264,6 +271,20 @@ def main(argv: list[str]) -> None:
             f"gradient step, in-loop learner / floor = {learner / floor:.2f}; "
             f"{figures['in_loop_steps_per_second']:.0f} environment steps/s in the loop"
         )
+    if FLAGS.profile_calls:
+        print(profile_table(FLAGS.gin_file, FLAGS.profile_calls))
+
+
+def profile_table(gin_file: str, calls: int, top: int = 25) -> str:
+    """The learner's ops over `calls` calls (after two, which trace and compile), the costliest
+    `top` first."""
+    from experiments import op_profile
+
+    learner_call, _, agent, _ = build(gin_file)
+    for _ in range(2):
+        learner_call()
+    profiled = op_profile.profile(learner_call, calls, agent.schedule.gradient_steps)
+    return f"where the learner's step goes, {calls} calls:\n{profiled.table(top)}"
 
 
 if __name__ == "__main__":

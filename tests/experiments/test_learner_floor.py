@@ -58,3 +58,37 @@ def test_the_command_runs_in_a_process_of_its_own():
     )
     assert done.returncode == 0, done.stderr[-2000:]
     assert "learner / floor = " in done.stdout
+
+
+def test_op_kinds_are_read_from_xla_and_tensorflow_op_names():
+    from experiments.op_profile import kind_of
+
+    assert kind_of("MatMul.61") == kind_of("maximum_dot_fusion.4") == "product"
+    assert kind_of("Conv2DBackpropFilter") == kind_of("convolution.3") == "product"
+    assert kind_of("convert_to_tensor") == "other"  # not a convolution
+    assert kind_of("wrapped_reduce-window.4") == kind_of("L2Loss") == "reduction"
+    assert kind_of("copy.72") == "copy" and kind_of("add_select_fusion.14") == "select"
+    assert kind_of("divide_subtract_fusion.3") == "other"
+
+
+def test_the_profile_counts_a_steps_products_once_a_step():
+    from experiments import op_profile
+
+    learner_call, _, _, _ = learner_floor.build(
+        "gin_configs/dqn/cartpole_rlzoo.gin", ["ReplaySchedule.gradient_steps = 4"]
+    )
+    learner_call()  # traces and compiles
+    profiled = op_profile.profile(learner_call, calls=3, steps_per_call=4)
+    assert profiled.steps == 12
+    products = {
+        name: runs
+        for name, runs in profiled.runs_by_op.items()
+        if op_profile.kind_of(name) == "product"
+    }
+    # Each product of the step runs once a step (on the compute threads; XLA runs a few
+    # thunks on the calling thread, which the profile leaves out): counted per call, or
+    # twice, they would read 1/4 or 2 a step.
+    assert len(products) >= 6  # the online and the target network's three layers, at least
+    assert all(0.5 <= runs / profiled.steps <= 1.0 for runs in products.values()), products
+    table = profiled.table(top=5)
+    assert len(table.splitlines()) == 1 + 5 + 1 and "12 gradient steps" in table
