@@ -76,7 +76,7 @@ def read_ops(logdir: str) -> tuple[dict[str, float], dict[str, int]]:
     from tensorflow.tsl.profiler.protobuf import xplane_pb2
 
     seconds, runs = collections.Counter(), collections.Counter()
-    for path in glob.glob(f"{logdir}/**/*.xplane.pb", recursive=True):
+    for path in glob.glob(f"{glob.escape(logdir)}/**/*.xplane.pb", recursive=True):
         space = xplane_pb2.XSpace()
         with open(path, "rb") as file:
             space.ParseFromString(file.read())
