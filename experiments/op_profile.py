@@ -6,7 +6,8 @@ says what the rest is: the time of every op the compute threads ran during a lea
 op's kind beside it: products (dots, convolutions), reductions, copies, selects (XLA's form of
 a guarded update), the rest. Thread time: ops on both cores at once count twice, so the column
 may sum to more than the step's wall time, which the last line gives (the calls' Python
-included). `python -m experiments.learner_floor --profile` prints it for a DQN or SAC config.
+included). `python -m experiments.learner_floor --profile_calls=10` prints it for a DQN or SAC
+config.
 """
 
 import collections
@@ -40,6 +41,7 @@ class Profile:
     seconds: float
 
     def by_kind(self) -> dict[str, float]:
+        """Thread seconds per kind of op (`kind_of`)."""
         totals = collections.Counter()
         for name, seconds in self.seconds_by_op.items():
             totals[kind_of(name)] += seconds
@@ -66,6 +68,8 @@ class Profile:
 
 
 def kind_of(name: str) -> str:
+    """An op's kind by its name: XLA names a thunk after its HLO (`MatMul.61`,
+    `add_select_fusion.3`), TensorFlow a kernel after its op."""
     return next((kind for kind, pattern in KINDS if pattern.search(name)), "other")
 
 

@@ -47,7 +47,9 @@ def global_norm(tensors: Sequence[tf.Tensor]) -> tf.Tensor:
 
 
 def _traced_for_xla() -> bool:
-    """Whether the graph being traced is compiled by XLA (a `jit_compile` function's body)."""
+    """Whether the graph being traced is compiled by XLA (a `jit_compile` function's body), by
+    TensorFlow's own test, which its XLA-aware ops use (a test of the census fails if it
+    changes)."""
     return control_flow_util.GraphOrParentsInXlaContext(tf.compat.v1.get_default_graph())
 
 
