@@ -111,4 +111,10 @@ def profile(call: Callable[[], object], calls: int, steps_per_call: int) -> Prof
         finally:
             seconds = time.perf_counter() - start
             tf.profiler.experimental.stop()
-        return Profile(*read_ops(logdir), calls * steps_per_call, seconds)
+        seconds_by_op, runs_by_op = read_ops(logdir)
+    if not seconds_by_op:
+        raise ValueError(
+            "op_profile: the profile holds no op on TensorFlow's compute threads; profile a "
+            "call that runs a compiled learner step (a learner's `run`), not Python alone."
+        )
+    return Profile(seconds_by_op, runs_by_op, calls * steps_per_call, seconds)

@@ -5,6 +5,7 @@ import subprocess
 import sys
 
 import numpy as np
+import pytest
 
 from experiments import learner_floor
 
@@ -92,3 +93,10 @@ def test_the_profile_counts_a_steps_products_once_a_step():
     assert all(0.5 <= runs / profiled.steps <= 1.0 for runs in products.values()), products
     table = profiled.table(top=5)
     assert len(table.splitlines()) == 1 + 5 + 1 and "12 gradient steps" in table
+
+
+def test_a_profile_without_any_op_says_so():
+    from experiments import op_profile
+
+    with pytest.raises(ValueError, match="no op on TensorFlow's compute threads"):
+        op_profile.profile(lambda: None, calls=1, steps_per_call=1)
