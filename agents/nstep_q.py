@@ -133,10 +133,14 @@ class NStepQAgent(RolloutAgent):
         return self.loss(q_selected, tf.reshape(returns, [-1]))
 
     def act(self, observations: np.ndarray, explore: bool) -> np.ndarray:
-        greedy = np.argmax(self.acting(observations), axis=-1)  # [N]
+        def greedy() -> np.ndarray:
+            return np.argmax(self.acting(observations), axis=-1)  # [N]
+
         if not explore:
-            return greedy
-        return epsilon_greedy(greedy, self.epsilon(self.steps), self.num_actions, self.rng)
+            return greedy()
+        return epsilon_greedy(
+            greedy, len(observations), self.epsilon(self.steps), self.num_actions, self.rng
+        )
 
     def observe(self, step: VectorStep) -> None:
         super().observe(step)

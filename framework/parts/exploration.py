@@ -32,17 +32,26 @@ def sample_softmax(logits: np.ndarray, rng: np.random.Generator) -> np.ndarray:
 
 
 def epsilon_greedy(
-    greedy: np.ndarray, epsilon: float, num_actions: int, rng: np.random.Generator
+    greedy: Callable[[], np.ndarray],
+    num_envs: int,
+    epsilon: float,
+    num_actions: int,
+    rng: np.random.Generator,
 ) -> np.ndarray:
-    """`greedy` [N], each action replaced by a uniform one with probability `epsilon`; random
-    actions are drawn only for the sub-environments that explore (none when epsilon <= 0)."""
+    """`num_envs` actions, each uniform with probability `epsilon`, else the greedy one.
+
+    `greedy()` (the network's argmax over all the observations) runs only when some
+    sub-environment takes its action, as Dopamine and SB3 skip the network while exploring:
+    Pong's acting forward pass is ~1 ms of a ~6 ms step (docs/speed.md). The generator's draws
+    do not depend on it, so a seed gives the same actions whether it runs or not."""
     if epsilon <= 0:
-        return greedy
-    explores = rng.random(len(greedy)) < epsilon  # [N]
+        return greedy()
+    explores = rng.random(num_envs) < epsilon  # [N]
     count = np.count_nonzero(explores)
+    actions = greedy() if count < num_envs else np.empty(num_envs, dtype=np.int64)
     if count:
-        greedy[explores] = rng.integers(num_actions, size=count)
-    return greedy
+        actions[explores] = rng.integers(num_actions, size=count)
+    return actions
 
 
 def q_value_diagnostics(q_values: np.ndarray) -> dict[str, float]:

@@ -10,6 +10,7 @@ from framework.parts.exploration import (
     LinearSchedule,
     OrnsteinUhlenbeckNoise,
     check_probability_schedule,
+    epsilon_greedy,
 )
 
 
@@ -136,3 +137,49 @@ def test_an_exploration_probability_is_checked_at_its_ends_before_the_run_s_leng
     check_probability_schedule("DQNAgent.epsilon", LinearSchedule(1.0, 0.05, duration=None))
     with pytest.raises(ValueError, match=r"probability of 2 at the run's end"):
         check_probability_schedule("DQNAgent.epsilon", LinearSchedule(1.0, 2.0, duration=None))
+
+
+class _CountedGreedy:
+    """A network's greedy actions, counting how often it is run."""
+
+    def __init__(self, actions: np.ndarray):
+        self.actions, self.calls = actions, 0
+
+    def __call__(self) -> np.ndarray:
+        self.calls += 1
+        return self.actions.copy()
+
+
+@pytest.mark.parametrize("num_envs", [1, 5])
+@pytest.mark.parametrize("epsilon", [0.0, 0.3, 1.0])
+def test_epsilon_greedy_draws_as_if_the_network_always_ran(num_envs, epsilon):
+    """Skipping the network while every sub-environment explores leaves the actions and the
+    generator exactly where computing the greedy actions first would."""
+    greedy = np.arange(num_envs) % 3
+    rng, reference_rng = np.random.default_rng(7), np.random.default_rng(7)
+    for _ in range(50):
+        actions = epsilon_greedy(_CountedGreedy(greedy), num_envs, epsilon, 4, rng)
+        expected = greedy.copy()
+        if epsilon > 0:
+            explores = reference_rng.random(num_envs) < epsilon
+            expected[explores] = reference_rng.integers(4, size=np.count_nonzero(explores))
+        np.testing.assert_array_equal(actions, expected)
+    assert rng.random() == reference_rng.random()
+
+
+def test_epsilon_greedy_runs_the_network_only_when_an_action_is_greedy():
+    rng = np.random.default_rng(0)
+    network = _CountedGreedy(np.zeros(3, dtype=np.int64))
+    for _ in range(20):
+        epsilon_greedy(network, 3, 1.0, 4, rng)
+    assert network.calls == 0
+    epsilon_greedy(network, 3, 0.0, 4, rng)
+    assert network.calls == 1
+    # At epsilon 0.5 a step runs it unless all three explore (1 in 8 on average).
+    calls = []
+    for _ in range(400):
+        before = network.calls
+        epsilon_greedy(network, 3, 0.5, 4, rng)
+        calls.append(network.calls - before)
+    assert set(calls) == {0, 1}
+    assert 0.05 < calls.count(0) / len(calls) < 0.2
