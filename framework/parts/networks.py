@@ -15,6 +15,7 @@ import numpy as np
 import tensorflow as tf
 
 from framework.parts.value_distribution import CategoricalSupport
+from framework.parts.wide_dense import WideInputDense
 
 # The activations an acting copy computes in numpy (`acting.py`): the builders of networks
 # that act accept no other.
@@ -169,7 +170,7 @@ def nature_cnn(
     x = keras.layers.Conv2D(64, 4, strides=2, activation="relu", dtype=dtype)(x)
     x = keras.layers.Conv2D(64, 3, strides=1, activation="relu", dtype=dtype)(x)
     x = keras.layers.Flatten(dtype=dtype)(x)
-    x = keras.layers.Dense(hidden_units, activation="relu", dtype=dtype)(x)
+    x = WideInputDense(hidden_units, activation="relu", dtype=dtype)(x)
     outputs = _head(_as_float32(x), num_outputs, dueling, uniform_initial_output=False)
     return keras.Model(inputs, outputs, name="nature_cnn")
 
