@@ -128,16 +128,13 @@ class DQNAgent(ReplayAgent):
         )
 
     def act(self, observations: np.ndarray, explore: bool) -> np.ndarray:
+        def greedy() -> np.ndarray:
+            return np.argmax(self.acting(observations), axis=-1)  # [N]
+
         epsilon, rng = (
             (self.epsilon(self.steps), self.rng) if explore else (self.eval_epsilon, self.eval_rng)
         )
-        return epsilon_greedy(
-            lambda: np.argmax(self.acting(observations), axis=-1),
-            len(observations),
-            epsilon,
-            self.num_actions,
-            rng,
-        )
+        return epsilon_greedy(greedy, len(observations), epsilon, self.num_actions, rng)
 
     def exploration_metrics(self) -> dict[str, float]:
         return {"epsilon": self.epsilon(self.steps)}

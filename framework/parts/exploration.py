@@ -40,15 +40,16 @@ def epsilon_greedy(
 ) -> np.ndarray:
     """`num_envs` actions, each uniform with probability `epsilon`, else the greedy one.
 
-    `greedy()` (the network's argmax over all the observations) runs only when some
-    sub-environment takes its action, as Dopamine and SB3 skip the network while exploring:
-    Pong's acting forward pass is ~1 ms of a ~6 ms step (docs/speed.md). The generator's draws
-    do not depend on it, so a seed gives the same actions whether it runs or not."""
+    `greedy()` (the network's argmax over all the observations, [N]) runs only when some
+    sub-environment takes its action, as Dopamine and SB3 skip the network while exploring: on
+    Pong that is most of an exploring step's acting time (docs/speed.md, "DQN on Pong in the
+    loop"). The generator's draws do not depend on it, so a seed gives the same actions whether
+    it runs or not. The exploring actions are written into the array `greedy()` returns."""
     if epsilon <= 0:
         return greedy()
     explores = rng.random(num_envs) < epsilon  # [N]
     count = np.count_nonzero(explores)
-    actions = greedy() if count < num_envs else np.empty(num_envs, dtype=np.int64)
+    actions = greedy() if count < num_envs else np.empty(num_envs, dtype=np.intp)
     if count:
         actions[explores] = rng.integers(num_actions, size=count)
     return actions

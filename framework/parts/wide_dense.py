@@ -14,19 +14,32 @@ import tensorflow as tf
 
 @tf.custom_gradient
 def _product_with_fast_input_gradient(inputs: tf.Tensor, kernel: tf.Tensor):
-    def gradient(upstream: tf.Tensor):
-        input_gradient = tf.transpose(tf.matmul(kernel, upstream, transpose_b=True))
-        return input_gradient, tf.matmul(inputs, upstream, transpose_a=True)
+    """`inputs [B, F] @ kernel [F, U]`."""
+
+    def gradient(upstream: tf.Tensor):  # [B, U]
+        input_gradient = tf.transpose(tf.matmul(kernel, upstream, transpose_b=True))  # [B, F]
+        kernel_gradient = tf.matmul(inputs, upstream, transpose_a=True)  # [F, U]
+        return input_gradient, kernel_gradient
 
     return tf.matmul(inputs, kernel), gradient
 
 
 class WideInputDense(keras.layers.Dense):
-    """`keras.layers.Dense` (the same weights, outputs and checkpoints) whose input gradient is
-    `(W @ g^T)^T`."""
+    """`keras.layers.Dense` on [batch, features] inputs (the same weights, outputs and
+    checkpoints) whose input gradient is `(W @ g^T)^T`."""
 
-    def call(self, inputs, training=None):
-        kernel = tf.convert_to_tensor(self.kernel)  # read (and autocast) outside the gradient
+    def build(self, input_shape) -> None:
+        if len(input_shape) != 2:
+            raise ValueError(
+                f"WideInputDense takes [batch, features] inputs; got shape {tuple(input_shape)}. "
+                "Flatten them first, or use keras.layers.Dense."
+            )
+        super().build(input_shape)
+
+    def call(self, inputs: tf.Tensor, training: bool | None = None) -> tf.Tensor:
+        # A tensor, not the variable: a variable read inside a custom gradient would need its
+        # own gradient (`variables=`). The read happens here, under Keras's autocast.
+        kernel = tf.convert_to_tensor(self.kernel)
         outputs = _product_with_fast_input_gradient(inputs, kernel)
         if self.bias is not None:
             outputs = keras.ops.add(outputs, self.bias)

@@ -155,7 +155,7 @@ class _CountedGreedy:
 def test_epsilon_greedy_draws_as_if_the_network_always_ran(num_envs, epsilon):
     """Skipping the network while every sub-environment explores leaves the actions and the
     generator exactly where computing the greedy actions first would."""
-    greedy = np.arange(num_envs) % 3
+    greedy = np.argmax(np.eye(3)[np.arange(num_envs) % 3], axis=-1)  # a network's argmax
     rng, reference_rng = np.random.default_rng(7), np.random.default_rng(7)
     for _ in range(50):
         actions = epsilon_greedy(_CountedGreedy(greedy), num_envs, epsilon, 4, rng)
@@ -164,6 +164,7 @@ def test_epsilon_greedy_draws_as_if_the_network_always_ran(num_envs, epsilon):
             explores = reference_rng.random(num_envs) < epsilon
             expected[explores] = reference_rng.integers(4, size=np.count_nonzero(explores))
         np.testing.assert_array_equal(actions, expected)
+        assert actions.dtype == expected.dtype
     assert rng.random() == reference_rng.random()
 
 
