@@ -515,7 +515,7 @@ def test_a_searchs_own_flags_without_search_tpe_are_refused():
         sweep._check_search_flags(_Flags(confirm_seeds=0))
 
 
-def test_the_cartpole_figures_say_the_steps_each_search_used():
+def test_the_cartpole_figures_say_the_steps_each_search_used_and_how_often_it_confirmed():
     from experiments import search_cartpole
 
     def row(name, steps, mean, metric="final eval return"):
@@ -542,7 +542,13 @@ def test_the_cartpole_figures_say_the_steps_each_search_used():
     )
     assert line in text
     assert "| random | 0 | 1,200,000 | trial3,lr=0.001 | 500.0 (final eval return) | " in text
-    assert text.endswith("used 45% of the environment steps of the same search without it.")
+    assert "Sweep seed 0: TPE with the median pruner used 45% of the environment steps" in text
+    # the pruned search is counted on its confirmed final return (480), not on its mean (380)
+    assert text.endswith(
+        "Confirmed mean final return >= 400, in sweep seeds: tpe_median_mean 1/1, "
+        "tpe_none_mean 1/1, random 0/1."
+    )
+    assert search_cartpole.table(rows, bar=475).endswith("tpe_none_mean 0/1, random 0/1.")
     assert "environment steps of the same search" not in search_cartpole.table([on_mean])
 
 
