@@ -136,11 +136,8 @@ class NStepQAgent(RolloutAgent):
         def greedy() -> np.ndarray:
             return np.argmax(self.acting(observations), axis=-1)  # [N]
 
-        if not explore:
-            return greedy()
-        return epsilon_greedy(
-            greedy, len(observations), self.epsilon(self.steps), self.num_actions, self.rng
-        )
+        epsilon = self.epsilon(self.steps) if explore else 0.0  # evaluation acts greedily
+        return epsilon_greedy(greedy, len(observations), epsilon, self.num_actions, self.rng)
 
     def observe(self, step: VectorStep) -> None:
         super().observe(step)

@@ -108,7 +108,7 @@ def table(rows: list[dict], bar: float = 400.0) -> str:
             f"\nSweep seed {seed}: TPE with the median pruner used {pruned / unpruned:.0%} of "
             "the environment steps of the same search without it."
         )
-    reached = {}
+    reached: dict[str, tuple[int, int]] = {}  # search: (sweep seeds at the bar, sweep seeds)
     for row in rows:
         hits, seeds = reached.get(row["search"], (0, 0))
         reached[row["search"]] = (hits + (row.get("final", row)["mean"] >= bar), seeds + 1)
